@@ -1,0 +1,362 @@
+//! The adapter seam: one [`ConversationAdapter`] per agent format, held by the
+//! [`AdapterRegistry`], plus the JSONL driver the line-based formats share.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::model::{Cursor, ParseIssue, ParseOutput, ParsedMessage};
+use crate::reader;
+
+/// The environment adapters resolve their default roots from. Passed in, never read from the
+/// process, so tests and the service decide what an adapter sees.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub home: PathBuf,
+    pub vars: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// The current user's home and environment.
+    pub fn from_process() -> Self {
+        let home = std::env::var_os("HOME")
+            .or_else(|| std::env::var_os("USERPROFILE"))
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        Env {
+            home,
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    pub fn var(&self, k: &str) -> Option<&str> {
+        self.vars
+            .get(k)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// Reading a file failed as a whole (it vanished, permissions, ...). Bad *content* is never an
+/// error: it becomes a [`ParseIssue`] and the rest of the file is parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("cannot read {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One agent's transcript format.
+pub trait ConversationAdapter: Send + Sync {
+    /// The agent's name as users type it (`claude`, `codex`, `gemini`).
+    fn name(&self) -> &'static str;
+
+    /// Where this agent keeps transcripts on this machine (whether or not they exist yet).
+    fn default_roots(&self, env: &Env) -> Vec<PathBuf>;
+
+    /// Whether `path`, found under `root`, is a transcript this adapter reads.
+    fn is_transcript(&self, root: &Path, path: &Path) -> bool;
+
+    /// Every transcript under `root`, in the order they should be ingested (parents before the
+    /// files that refer to them).
+    fn discover(&self, root: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(root)
+            .follow_links(true)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(walkdir::DirEntry::into_path)
+            .filter(|p| self.is_transcript(root, p))
+            .collect();
+        files.sort_by_key(|p| (p.components().count(), p.clone()));
+        files
+    }
+
+    /// Parses `path` from `cursor`, consuming about `max_bytes` of complete lines. Call again
+    /// with the returned cursor until `at_end`.
+    fn parse(
+        &self,
+        root: &Path,
+        path: &Path,
+        cursor: &Cursor,
+        max_bytes: usize,
+    ) -> Result<ParseOutput, ParseError>;
+}
+
+/// Every built-in adapter. Adding an agent is one file in `adapters/` and one line here.
+pub struct AdapterRegistry {
+    adapters: Vec<Box<dyn ConversationAdapter>>,
+}
+
+impl Default for AdapterRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AdapterRegistry {
+    pub fn new() -> Self {
+        AdapterRegistry {
+            adapters: vec![
+                Box::new(crate::adapters::claude::ClaudeAdapter),
+                Box::new(crate::adapters::codex::CodexAdapter),
+                Box::new(crate::adapters::gemini::GeminiAdapter),
+            ],
+        }
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &dyn ConversationAdapter> {
+        self.adapters.iter().map(|a| a.as_ref())
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.all().map(|a| a.name()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn ConversationAdapter> {
+        self.all().find(|a| a.name() == name)
+    }
+
+    /// The default roots of every adapter that exist on this machine.
+    pub fn existing_roots(&self, env: &Env) -> Vec<(&'static str, PathBuf)> {
+        self.all()
+            .flat_map(|a| a.default_roots(env).into_iter().map(move |r| (a.name(), r)))
+            .filter(|(_, r)| r.is_dir())
+            .collect()
+    }
+
+    /// The adapter that reads `path` (under one of `roots`), if any.
+    pub fn for_path<'a>(
+        &'a self,
+        roots: &'a [(String, PathBuf)],
+        path: &Path,
+    ) -> Option<(&'a dyn ConversationAdapter, &'a Path)> {
+        roots.iter().find_map(|(name, root)| {
+            let a = self.get(name)?;
+            (path.starts_with(root) && a.is_transcript(root, path)).then_some((a, root.as_path()))
+        })
+    }
+}
+
+/// One JSON record handed to an adapter by [`drive_jsonl`].
+pub(crate) struct Record<'a> {
+    pub line: u64,
+    pub offset: u64,
+    pub value: serde_json::Value,
+    _raw: std::marker::PhantomData<&'a [u8]>,
+}
+
+/// What an adapter produces while handling records.
+#[derive(Default)]
+pub(crate) struct Emit {
+    pub out: ParseOutput,
+}
+
+impl Emit {
+    pub fn push(&mut self, m: ParsedMessage) {
+        self.out.messages.push(m);
+    }
+
+    /// Reports a record that was decoded but could not be used, and is skipped.
+    pub fn skip(&mut self, rec: &Record<'_>, reason: impl Into<String>) {
+        self.out.issues.push(ParseIssue {
+            line: rec.line,
+            byte_offset: rec.offset,
+            reason: reason.into(),
+            kept: false,
+        });
+    }
+}
+
+/// Shared incremental JSONL loop: restores the adapter state from the cursor (or starts over
+/// when the file shrank or its head changed), hands every complete, decodable line to
+/// `on_record`, reports the others, stamps line/seq/raw on what the record produced, and
+/// returns the new cursor with the state.
+pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
+    path: &Path,
+    cursor: &Cursor,
+    max_bytes: usize,
+    mut on_record: impl FnMut(&mut S, &mut Emit, Record<'_>),
+) -> Result<ParseOutput, ParseError> {
+    let io = |source| ParseError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut cursor = cursor.clone();
+    if cursor.offset > 0 && !still_same_file(path, &cursor).map_err(io)? {
+        cursor = Cursor::default();
+    }
+    let mut state: S = if cursor.offset == 0 {
+        S::default()
+    } else {
+        serde_json::from_value(cursor.state.clone()).unwrap_or_default()
+    };
+    let chunk = reader::read_lines(path, cursor.offset, max_bytes).map_err(io)?;
+    let mut emit = Emit::default();
+    let mut line_no = cursor.line;
+    let mut consumed = chunk.data.len() as u64;
+
+    let mut handle = |state: &mut S, emit: &mut Emit, line_no: u64, offset: u64, raw: &[u8]| {
+        let trimmed = raw.trim_ascii();
+        if trimmed.is_empty() {
+            return;
+        }
+        match reader::decode_json(trimmed) {
+            Ok(d) => {
+                if d.lossy_utf8 {
+                    emit.out.issues.push(ParseIssue {
+                        line: line_no,
+                        byte_offset: offset,
+                        reason: "invalid UTF-8, decoded with U+FFFD replacements".into(),
+                        kept: true,
+                    });
+                }
+                let before = emit.out.messages.len();
+                on_record(
+                    state,
+                    emit,
+                    Record {
+                        line: line_no,
+                        offset,
+                        value: d.value,
+                        _raw: std::marker::PhantomData,
+                    },
+                );
+                for (i, m) in emit.out.messages[before..].iter_mut().enumerate() {
+                    m.line = line_no;
+                    m.seq = (line_no << 10) | (i as u64).min(1023);
+                }
+                if let Some(first) = emit.out.messages.get_mut(before) {
+                    first.raw = Some(raw.to_vec());
+                }
+            }
+            Err(reason) => emit.out.issues.push(ParseIssue {
+                line: line_no,
+                byte_offset: offset,
+                reason,
+                kept: false,
+            }),
+        }
+    };
+
+    for (offset, raw) in chunk.lines() {
+        line_no += 1;
+        handle(&mut state, &mut emit, line_no, offset, raw);
+    }
+    let mut pending_tail = chunk.pending_tail;
+    if pending_tail {
+        // An unterminated last line that is already a complete JSON object was fully written
+        // (a later newline cannot change it), so it is consumed; anything else waits.
+        let tail = reader::read_lines_tail(path, cursor.offset + consumed).map_err(io)?;
+        let t = tail.trim_ascii();
+        if t.starts_with(b"{") && reader::decode_json(t).is_ok() {
+            line_no += 1;
+            handle(
+                &mut state,
+                &mut emit,
+                line_no,
+                cursor.offset + consumed,
+                &tail,
+            );
+            consumed += tail.len() as u64;
+            pending_tail = false;
+        }
+    }
+    let new_offset = cursor.offset + consumed;
+    let head = if new_offset > 0 {
+        Some(reader::head_fingerprint(path, new_offset).map_err(io)?)
+    } else {
+        None
+    };
+    emit.out.cursor = Cursor {
+        offset: new_offset,
+        line: line_no,
+        head,
+        state: serde_json::to_value(&state).unwrap_or_default(),
+    };
+    emit.out.bytes = consumed;
+    emit.out.at_end = chunk.at_end;
+    emit.out.pending_tail = pending_tail;
+    Ok(emit.out)
+}
+
+/// Whether the file at `path` is still the one the cursor was made for: not shorter, same head.
+pub(crate) fn still_same_file(path: &Path, cursor: &Cursor) -> std::io::Result<bool> {
+    if path.extension().is_none_or(|e| e != "zst") {
+        let len = std::fs::metadata(path)?.len();
+        if len < cursor.offset {
+            return Ok(false);
+        }
+    }
+    match &cursor.head {
+        Some(h) => reader::head_matches(path, h),
+        None => Ok(true),
+    }
+}
+
+// ---- small helpers shared by the adapters ----
+
+/// RFC 3339 / ISO-8601 text or a number (seconds or milliseconds) to epoch milliseconds.
+pub(crate) fn parse_ts(v: &serde_json::Value) -> Option<i64> {
+    match v {
+        serde_json::Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|d| d.timestamp_millis()),
+        serde_json::Value::Number(n) => {
+            let n = n.as_f64()?;
+            // Before 1973 in ms means it was seconds.
+            Some(if n.abs() < 1e11 { n * 1000.0 } else { n } as i64)
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn str_of<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(serde_json::Value::as_str)
+}
+
+pub(crate) fn string_of(v: &serde_json::Value, key: &str) -> Option<String> {
+    str_of(v, key).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+pub(crate) fn u64_of(v: &serde_json::Value, key: &str) -> u64 {
+    v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+/// A new message with everything but the essentials empty.
+pub(crate) fn blank(
+    agent: &'static str,
+    session_id: &str,
+    message_id: String,
+    role: crate::Role,
+    kind: crate::MessageKind,
+) -> ParsedMessage {
+    ParsedMessage {
+        agent,
+        session_id: session_id.to_owned(),
+        message_id,
+        parent_id: None,
+        role,
+        kind,
+        prompt_number: 0,
+        timestamp: None,
+        cwd: None,
+        git_branch: None,
+        model: None,
+        text: String::new(),
+        tool_call: None,
+        tool_result: None,
+        usage: None,
+        usage_key: None,
+        agent_id: None,
+        flags: Default::default(),
+        line: 0,
+        seq: 0,
+        raw: None,
+    }
+}

@@ -1,0 +1,282 @@
+//! Reading transcript files safely while their agent is still writing them: complete lines
+//! only, from a byte offset, plain or zstd-compressed, with lenient JSON decoding.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// How many head bytes identify a file's content for rewrite detection.
+const HEAD_BYTES: u64 = 1024;
+
+/// Complete lines read from a file, starting at a byte offset.
+pub struct Chunk {
+    /// The bytes of the complete lines (ending with `\n`), starting at `start`.
+    pub data: Vec<u8>,
+    pub start: u64,
+    /// Whether the end of the file was reached (nothing complete remains after `data`).
+    pub at_end: bool,
+    /// Whether an unterminated tail follows `data` at the end of the file.
+    pub pending_tail: bool,
+}
+
+impl Chunk {
+    /// Iterates `(byte offset, line without the newline)`.
+    pub fn lines(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let start = self.start;
+        let mut pos = 0usize;
+        let data = &self.data;
+        std::iter::from_fn(move || {
+            if pos >= data.len() {
+                return None;
+            }
+            let rest = &data[pos..];
+            let len = memchr_newline(rest).unwrap_or(rest.len());
+            let line = &rest[..len];
+            let off = start + pos as u64;
+            pos += len + 1;
+            Some((off, line))
+        })
+    }
+}
+
+fn memchr_newline(s: &[u8]) -> Option<usize> {
+    s.iter().position(|&b| b == b'\n')
+}
+
+fn is_zstd(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+/// Opens a file as a byte stream positioned at `offset` of its (decompressed) content.
+fn open_at(path: &Path, offset: u64) -> io::Result<Box<dyn Read>> {
+    let mut f = File::open(path)?;
+    if is_zstd(path) {
+        let mut dec = zstd::stream::read::Decoder::new(f)?;
+        io::copy(&mut (&mut dec).take(offset), &mut io::sink())?;
+        Ok(Box::new(dec))
+    } else {
+        f.seek(SeekFrom::Start(offset))?;
+        Ok(Box::new(f))
+    }
+}
+
+/// Reads complete lines from `offset`, about `max_bytes` of them (always at least one whole
+/// line, however long). A partial last line is never returned.
+pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chunk> {
+    let mut r = open_at(path, offset)?;
+    let mut buf = Vec::with_capacity(max_bytes.min(1 << 20));
+    let mut eof = false;
+    // Read about max_bytes, then keep going until a newline is in the buffer or EOF.
+    loop {
+        let want = if buf.len() < max_bytes {
+            max_bytes - buf.len()
+        } else {
+            1 << 20
+        };
+        let before = buf.len();
+        let n = r.by_ref().take(want as u64).read_to_end(&mut buf)?;
+        if n < want {
+            eof = true;
+            break;
+        }
+        if buf[before..].contains(&b'\n') {
+            break;
+        }
+    }
+    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let pending_tail = eof && complete < buf.len();
+    // When we stopped early there may be more complete lines after the tail we read.
+    let at_end = eof;
+    buf.truncate(complete);
+    Ok(Chunk {
+        data: buf,
+        start: offset,
+        at_end,
+        pending_tail,
+    })
+}
+
+/// Reads everything from `offset` to the end of the file (the unterminated tail).
+pub fn read_lines_tail(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
+    let mut r = open_at(path, offset)?;
+    let mut v = Vec::new();
+    r.read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// Reads a whole file (decompressing `.zst`).
+pub fn read_all(path: &Path) -> io::Result<Vec<u8>> {
+    let mut r = open_at(path, 0)?;
+    let mut v = Vec::new();
+    r.read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// A fingerprint of the first bytes of the file (up to `upto`, at most 1 KiB): equal
+/// fingerprints mean the file was appended to, not rewritten.
+pub fn head_fingerprint(path: &Path, upto: u64) -> io::Result<String> {
+    let n = upto.min(HEAD_BYTES);
+    let mut r = open_at(path, 0)?;
+    let mut buf = Vec::with_capacity(n as usize);
+    r.by_ref().take(n).read_to_end(&mut buf)?;
+    let digest = Sha256::digest(&buf);
+    Ok(format!("{}:{}", buf.len(), hex(&digest[..12])))
+}
+
+/// Whether a stored fingerprint still matches the file.
+pub fn head_matches(path: &Path, fingerprint: &str) -> io::Result<bool> {
+    let Some((n, _)) = fingerprint.split_once(':') else {
+        return Ok(false);
+    };
+    let n: u64 = n.parse().unwrap_or(0);
+    Ok(head_fingerprint(path, n)? == fingerprint)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const H: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(H[(b >> 4) as usize] as char);
+        s.push(H[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// A decoded JSON record and what had to be forgiven to decode it.
+#[derive(Debug)]
+pub struct Decoded {
+    pub value: serde_json::Value,
+    /// Set when the line was not valid UTF-8 and was decoded with U+FFFD replacements.
+    pub lossy_utf8: bool,
+}
+
+/// Decodes one JSON record leniently: lone UTF-16 surrogate escapes (`"\ud83d"`, written by
+/// JavaScript when an emoji is cut in half) become U+FFFD, and invalid UTF-8 bytes are decoded
+/// with U+FFFD (the raw bytes are still stored as they are). Anything else is an error.
+pub fn decode_json(bytes: &[u8]) -> Result<Decoded, String> {
+    let first_err = match serde_json::from_slice(bytes) {
+        Ok(value) => {
+            return Ok(Decoded {
+                value,
+                lossy_utf8: false,
+            });
+        }
+        Err(e) => e,
+    };
+    let text = String::from_utf8_lossy(bytes);
+    let lossy_utf8 = matches!(text, std::borrow::Cow::Owned(_));
+    let fixed = fix_lone_surrogates(&text);
+    let candidate = fixed.as_deref().unwrap_or(&text);
+    if !lossy_utf8 && fixed.is_none() {
+        return Err(describe(&first_err));
+    }
+    serde_json::from_str(candidate)
+        .map(|value| Decoded { value, lossy_utf8 })
+        .map_err(|e| describe(&e))
+}
+
+fn describe(e: &serde_json::Error) -> String {
+    format!("invalid JSON: {e}")
+}
+
+/// Replaces `\uXXXX` escapes of unpaired surrogates with `\ufffd`. Returns `None` when there
+/// is nothing to fix.
+pub fn fix_lone_surrogates(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let hex4 = |i: usize| -> Option<u32> {
+        let h = b.get(i..i + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let mut out: Option<String> = None;
+    let mut copied = 0usize;
+    let mut i = 0usize;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) != Some(&b'u') {
+            i += 2; // any other escape, including `\\`
+            continue;
+        }
+        let Some(cp) = hex4(i + 2) else {
+            i += 2;
+            continue;
+        };
+        let lone = if (0xD800..0xDC00).contains(&cp) {
+            let paired = b.get(i + 6) == Some(&b'\\')
+                && b.get(i + 7) == Some(&b'u')
+                && hex4(i + 8).is_some_and(|lo| (0xDC00..0xE000).contains(&lo));
+            if paired {
+                i += 12;
+                continue;
+            }
+            true
+        } else {
+            (0xDC00..0xE000).contains(&cp)
+        };
+        if lone {
+            let o = out.get_or_insert_with(|| String::with_capacity(s.len()));
+            o.push_str(&s[copied..i]);
+            o.push_str("\\ufffd");
+            copied = i + 6;
+        }
+        i += 6;
+    }
+    out.map(|mut o| {
+        o.push_str(&s[copied..]);
+        o
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lone_high_surrogate_is_replaced() {
+        let d = decode_json(br#"{"t":"party \ud83d"}"#).unwrap();
+        assert_eq!(d.value["t"], "party \u{fffd}");
+    }
+
+    #[test]
+    fn paired_surrogates_and_escaped_backslashes_are_kept() {
+        assert_eq!(fix_lone_surrogates(r#""\ud83c\udf89""#), None);
+        assert_eq!(fix_lone_surrogates(r#""\\ud83d""#), None);
+        assert_eq!(
+            fix_lone_surrogates(r#""\udf89x""#).as_deref(),
+            Some(r#""\ufffdx""#)
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_decoded_lossily() {
+        let d = decode_json(b"{\"t\":\"caf\xe9\"}").unwrap();
+        assert!(d.lossy_utf8);
+        assert_eq!(d.value["t"], "caf\u{fffd}");
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(
+            decode_json(b"{\"t\":")
+                .unwrap_err()
+                .starts_with("invalid JSON")
+        );
+    }
+
+    #[test]
+    fn partial_last_line_is_not_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        std::fs::write(&p, b"{\"a\":1}\n{\"b\":2}\n{\"c\":").unwrap();
+        let c = read_lines(&p, 0, 1 << 20).unwrap();
+        assert_eq!(c.lines().count(), 2);
+        assert!(c.pending_tail && c.at_end);
+        assert_eq!(c.data.len(), 16);
+        let c2 = read_lines(&p, 8, 4).unwrap();
+        assert_eq!(c2.lines().next().unwrap(), (8, &b"{\"b\":2}"[..]));
+    }
+}

@@ -1,0 +1,233 @@
+//! Text extraction and the prompt-classification rules shared by the adapters.
+
+use serde_json::Value;
+
+/// At most `n` characters of `s`.
+pub fn truncate_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => s[..i].to_owned(),
+        None => s.to_owned(),
+    }
+}
+
+/// The first non-blank line, trimmed, at most 200 characters: a title.
+pub fn first_line(s: &str) -> String {
+    truncate_chars(
+        s.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or(""),
+        200,
+    )
+}
+
+/// The readable text of a content value: a string, or a list of blocks (Claude `text`,
+/// `image`, `document`, `tool_reference`, nested `tool_result`; Codex `input_text` /
+/// `output_text` / `input_image`).
+pub fn blocks_text(v: &Value) -> String {
+    let mut out = String::new();
+    push_blocks(v, &mut out);
+    out
+}
+
+fn push_blocks(v: &Value, out: &mut String) {
+    let push = |s: &str, out: &mut String| {
+        if s.is_empty() {
+            return;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(s);
+    };
+    match v {
+        Value::String(s) => push(s, out),
+        Value::Array(a) => {
+            for b in a {
+                push_blocks(b, out);
+            }
+        }
+        Value::Object(o) => match o.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text" | "input_text" | "output_text" | "summary_text" | "reasoning_text" => {
+                if let Some(t) = o.get("text").and_then(Value::as_str) {
+                    push(t, out);
+                }
+            }
+            "image" | "input_image" => push("[image]", out),
+            "document" => push("[document]", out),
+            "tool_reference" => {
+                if let Some(t) = o.get("tool_name").and_then(Value::as_str) {
+                    push(t, out);
+                }
+            }
+            "tool_result" => {
+                if let Some(c) = o.get("content") {
+                    push_blocks(c, out);
+                }
+            }
+            _ => {
+                if let Some(t) = o.get("text").and_then(Value::as_str) {
+                    push(t, out);
+                }
+            }
+        },
+        _ => {}
+    }
+}
+
+/// Searchable text for a tool call: the tool's name, then every string in its input.
+pub fn tool_call_text(name: &str, input: &Value) -> String {
+    let mut out = name.to_owned();
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) if !s.is_empty() => {
+                out.push('\n');
+                out.push_str(s);
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(input, &mut out);
+    out
+}
+
+/// Removes every `<tag>…</tag>` element of the given tags, anywhere in `s`.
+fn strip_elements(s: &str, tags: &[&str]) -> String {
+    let mut s = s.to_owned();
+    for tag in tags {
+        let open = format!("<{tag}");
+        let close = format!("</{tag}>");
+        while let Some(i) = s.find(&open) {
+            match s[i..].find(&close) {
+                Some(j) => s.replace_range(i..i + j + close.len(), ""),
+                None => break,
+            }
+        }
+    }
+    s
+}
+
+/// A title from a prompt: harness wrappers and attachment placeholders removed.
+pub fn prompt_title(s: &str) -> String {
+    let clean = strip_elements(s, CLAUDE_WRAPPERS);
+    let line = clean
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !matches!(*l, "[image]" | "[document]" | "[attachment]"));
+    truncate_chars(line.unwrap_or_else(|| s.trim()), 200)
+}
+
+/// The `<cwd>` of a Codex `<environment_context>` block.
+pub fn environment_cwd(s: &str) -> Option<String> {
+    let i = s.find("<cwd>")? + 5;
+    let j = s[i..].find("</cwd>")?;
+    Some(s[i..i + j].trim().to_owned()).filter(|c| !c.is_empty())
+}
+
+/// Wrappers the Claude harness attaches to a real prompt (FORMATS §1.8 rule 5).
+const CLAUDE_WRAPPERS: &[&str] = &["system-reminder", "ide_opened_file", "ide_selection"];
+
+/// Whether a Claude user content list has something the human wrote: text left after removing
+/// harness wrappers, or an image / document.
+pub fn has_content_beyond_wrappers(content: &[Value]) -> bool {
+    content
+        .iter()
+        .any(|b| match b.get("type").and_then(Value::as_str) {
+            Some("text") => b
+                .get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !strip_elements(t, CLAUDE_WRAPPERS).trim().is_empty()),
+            Some("image") | Some("document") => true,
+            _ => false,
+        })
+}
+
+/// Local-command envelopes (FORMATS §1.8 rule 6).
+const CLAUDE_ENVELOPES: &[&str] = &[
+    "command-name",
+    "command-message",
+    "command-args",
+    "command-contents",
+    "local-command-stdout",
+    "local-command-stderr",
+    "local-command-caveat",
+    "bash-input",
+    "bash-stdout",
+    "bash-stderr",
+];
+
+/// Whether the *whole* text is a slash command, command output, bash-mode echo or an
+/// interruption marker. Texts that merely quote such tags are not envelopes.
+pub fn is_claude_envelope(text: &str) -> bool {
+    let t = text.trim();
+    if t.starts_with("[Request interrupted by user") && t.ends_with(']') {
+        return true;
+    }
+    if !t.starts_with('<') {
+        return false;
+    }
+    let stripped = strip_elements(t, CLAUDE_ENVELOPES);
+    let rest = strip_elements(&stripped, CLAUDE_WRAPPERS);
+    rest.trim().is_empty()
+}
+
+/// Text that Codex injects as a `user` message without the human typing it (FORMATS §2.10).
+pub fn is_codex_injected(text: &str) -> bool {
+    let t = text.trim_start();
+    const MARKERS: &[&str] = &[
+        "<environment_context>",
+        "# AGENTS.md instructions for",
+        "<user_instructions>",
+        "<user_shell_command>",
+        "<turn_aborted>",
+        "<skill>",
+        "<plugins>",
+        "<INSTRUCTIONS>",
+        "<permissions instructions>",
+        "<collaboration_mode>",
+        "<apps_instructions>",
+        "<personality_spec>",
+    ];
+    MARKERS.iter().any(|m| t.starts_with(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_must_be_whole() {
+        assert!(is_claude_envelope(
+            "<command-name>/model</command-name>\n  <command-message>model</command-message>\n  <command-args>opus</command-args>"
+        ));
+        assert!(is_claude_envelope(
+            "<local-command-stdout></local-command-stdout>"
+        ));
+        assert!(is_claude_envelope(
+            "[Request interrupted by user for tool use]"
+        ));
+        assert!(!is_claude_envelope(
+            "why does <command-name>/x</command-name> show up in the log?"
+        ));
+        assert!(!is_claude_envelope(
+            "<bash-input>ls</bash-input> and explain it"
+        ));
+    }
+
+    #[test]
+    fn wrappers_alone_are_not_content() {
+        let only =
+            serde_json::json!([{"type":"text","text":"<ide_opened_file>a.ts</ide_opened_file>"}]);
+        assert!(!has_content_beyond_wrappers(only.as_array().unwrap()));
+        let img = serde_json::json!([{"type":"image","source":{}}]);
+        assert!(has_content_beyond_wrappers(img.as_array().unwrap()));
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate_chars("认证失败", 2), "认证");
+        assert_eq!(first_line("\n  hello \nworld"), "hello");
+    }
+}
