@@ -1,1 +1,645 @@
+//! End-to-end: the real `memex` binary in a temporary HOME holding the shared fixtures, checked
+//! against the CLI contract.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    std::env::var_os("MEMEX_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        PathBuf::from,
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir(from) {
+        let rel = e.strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &dest).unwrap();
+        // Fixtures are read-only; the agents' real files are not.
+        let mut perm = std::fs::metadata(&dest).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perm.set_readonly(false);
+        std::fs::set_permissions(&dest, perm).unwrap();
+    }
+}
+
+fn walkdir(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            out.extend(walkdir(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A temporary HOME laid out like a machine with all three agents installed.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn with_fixtures() -> Home {
+        let h = Home {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let f = fixtures();
+        let claude = h.path().join(".claude/projects");
+        copy_dir(&f.join("claude/projects"), &claude);
+        copy_dir(&f.join("claude/handwritten/projects"), &claude);
+        copy_dir(&f.join("claude/misc"), &claude.join("-misc"));
+        copy_dir(
+            &f.join("codex/handwritten/sessions"),
+            &h.path().join(".codex/sessions"),
+        );
+        copy_dir(
+            &f.join("gemini/handwritten/gemini-home"),
+            &h.path().join(".gemini"),
+        );
+        h
+    }
+
+    fn empty() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.path().join(".local/share/memex")
+    }
+
+    fn memex(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_memex"))
+            .args(args)
+            .env_clear()
+            .env("HOME", self.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .unwrap()
+    }
+
+    /// Runs and parses stdout as JSON; panics with stderr on failure.
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.memex(args);
+        assert!(
+            out.status.success(),
+            "memex {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "memex {args:?}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    fn write_claude(&self, project: &str, session: &str, lines: &[Value]) -> PathBuf {
+        let dir = self
+            .path()
+            .join(".claude/projects")
+            .join(project.replace('/', "-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("{session}.jsonl"));
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+}
+
+fn claude_prompt(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+    serde_json::json!({
+        "type": "user", "uuid": uuid, "parentUuid": null, "isSidechain": false,
+        "sessionId": session, "cwd": cwd, "timestamp": "2026-06-05T10:00:00.000Z",
+        "message": {"role": "user", "content": text}
+    })
+}
+
+fn claude_answer(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+    serde_json::json!({
+        "type": "assistant", "uuid": uuid, "sessionId": session, "cwd": cwd,
+        "timestamp": "2026-06-05T10:00:05.000Z",
+        "message": {"id": format!("msg_{uuid}"), "role": "assistant", "model": "claude-opus-4-7",
+                    "content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": 10, "output_tokens": 5}}
+    })
+}
+
+fn search_hits(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results array")
+}
+
+#[test]
+fn import_reports_the_contract_and_is_idempotent() {
+    let h = Home::with_fixtures();
+    let first = h.json(&["import", "--json"]);
+    for key in [
+        "files",
+        "sessions",
+        "messages",
+        "prompts",
+        "bad_lines",
+        "errors",
+    ] {
+        assert!(
+            first.get(key).is_some(),
+            "import --json lacks {key}: {first}"
+        );
+    }
+    assert_eq!(first["files"], 29, "{first}");
+    assert!(first["messages"].as_u64().unwrap() > 700);
+    // SOURCES.md: 22 Claude prompts (1+1+1+1+1+7+2 real, 4+1+1 hand-written, 1+1 misc),
+    // 6 Codex (1+4+0+1), 6 Gemini (4 + 2).
+    assert_eq!(first["prompts"], 22 + 6 + 6, "{first}");
+    assert_eq!(first["bad_lines"], 2);
+    let errors = first["errors"].as_array().unwrap();
+    assert!(errors.iter().any(|e| {
+        e["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("5c4b3a29-1807-4f6e-9d5c-4b3a29180706.jsonl")
+            && e["line"] == 3
+    }));
+
+    let status1 = h.json(&["status", "--json"]);
+    let again = h.json(&["import", "--json"]);
+    assert_eq!(
+        again["messages"], 0,
+        "re-import stores nothing new: {again}"
+    );
+    assert_eq!(again["prompts"], 0);
+    // Touching every file forces a re-read from the stored cursors: still nothing new.
+    for f in walkdir(&h.path().join(".claude")) {
+        let body = std::fs::read(&f).unwrap();
+        std::fs::write(&f, body).unwrap();
+    }
+    let third = h.json(&["import", "--json"]);
+    assert_eq!(third["messages"], 0, "{third}");
+    let status2 = h.json(&["status", "--json"]);
+    assert_eq!(status1["messages"], status2["messages"]);
+    assert_eq!(status1["sessions"], status2["sessions"]);
+    for key in [
+        "sessions",
+        "messages",
+        "agents",
+        "data_dir",
+        "database_bytes",
+    ] {
+        assert!(status2.get(key).is_some(), "status --json lacks {key}");
+    }
+    let agents: Vec<&str> = status2["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, vec!["claude", "codex", "gemini"]);
+
+    // A Gemini session in a sha256-named folder gets its path from another agent's session.
+    let old = h.json(&[
+        "sessions",
+        "show",
+        "7d3c2a10-6e5f-4b4a-9d8c-7b6a5f4e3d2c",
+        "--json",
+    ]);
+    assert_eq!(old["session"]["project"], "/home/dev/old-proj");
+}
+
+#[test]
+fn search_returns_the_documented_fields_and_filters() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    let v = h.json(&["search", "timezone", "--json", "--limit", "5"]);
+    let hits = search_hits(&v);
+    assert!(!hits.is_empty() && hits.len() <= 5);
+    for hit in hits {
+        for key in [
+            "session_id",
+            "message_id",
+            "agent",
+            "project",
+            "role",
+            "prompt_number",
+            "timestamp",
+            "snippet",
+            "score",
+            "level",
+        ] {
+            assert!(hit.get(key).is_some(), "hit lacks {key}: {hit}");
+        }
+        assert_eq!(hit["level"], "raw");
+        assert!(
+            hit["snippet"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("**timezone**"),
+            "{hit}"
+        );
+    }
+    let codex = h.json(&[
+        "search",
+        "Intl.DateTimeFormat",
+        "--agent",
+        "codex",
+        "--json",
+    ]);
+    assert!(search_hits(&codex).iter().all(|x| x["agent"] == "codex"));
+    assert!(!search_hits(&codex).is_empty());
+    let proj = h.json(&[
+        "search",
+        "formatter",
+        "--project",
+        "/home/dev/demo-app",
+        "--json",
+        "--limit",
+        "50",
+    ]);
+    assert!(!search_hits(&proj).is_empty());
+    assert!(
+        search_hits(&proj)
+            .iter()
+            .all(|x| x["project"] == "/home/dev/demo-app")
+    );
+    let sess = h.json(&[
+        "search",
+        "formatter",
+        "--session",
+        "7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c",
+        "--json",
+    ]);
+    assert!(
+        search_hits(&sess)
+            .iter()
+            .all(|x| x["session_id"] == "7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c")
+    );
+    let before = h.json(&["search", "formatter", "--until", "2026-01-01", "--json"]);
+    assert!(
+        search_hits(&before)
+            .iter()
+            .all(|x| x["timestamp"].as_str().unwrap() < "2026-01-01")
+    );
+    let bad = h.memex(&["search", "x", "--since", "yesterday-ish"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--since"));
+    let bad = h.memex(&["search", "x", "--agent", "cursor"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown agent `cursor`"));
+}
+
+#[test]
+fn no_query_a_user_types_is_an_error() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    for q in [
+        "\"unbalanced",
+        "AND OR NOT",
+        "foo*bar:",
+        "(((",
+        "NEAR(a b",
+        "*",
+        "\"\"",
+        "'; DROP TABLE messages; --",
+        "a:b:c",
+        "^",
+        "-x",
+        "{}",
+        "col:value",
+    ] {
+        let v = h.json(&["search", "--json", "--", q]);
+        assert!(v["results"].is_array(), "{q}: {v}");
+    }
+    // Literal operator words are searched as words.
+    let v = h.json(&["search", "NOT", "--json"]);
+    assert!(v["results"].is_array());
+}
+
+#[test]
+fn chinese_text_is_found_by_a_chinese_word() {
+    let h = Home::empty();
+    let s = "11111111-2222-4333-8444-555555555555";
+    h.write_claude(
+        "/home/dev/认证服务",
+        s,
+        &[
+            claude_prompt(
+                s,
+                "zh-1",
+                "/home/dev/auth",
+                "请帮我修复用户认证失败的问题，登录后令牌过期太快",
+            ),
+            claude_answer(
+                s,
+                "zh-2",
+                "/home/dev/auth",
+                "我已经把令牌的过期时间改成了一小时。",
+            ),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    let v = h.json(&["search", "认证", "--json"]);
+    let hits = search_hits(&v);
+    assert_eq!(hits.len(), 1, "{v}");
+    assert_eq!(hits[0]["message_id"], "zh-1");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("**认证**"));
+    assert_eq!(
+        search_hits(&h.json(&["search", "令牌过期", "--json"])).len(),
+        1
+    );
+    assert_eq!(search_hits(&h.json(&["search", "令牌", "--json"])).len(), 2);
+    assert_eq!(
+        search_hits(&h.json(&["search", "证", "--json"])).len(),
+        1,
+        "a single character"
+    );
+    assert!(search_hits(&h.json(&["search", "认证成功", "--json"])).is_empty());
+}
+
+#[test]
+fn a_partial_last_line_is_stored_once_when_completed() {
+    let h = Home::empty();
+    let s = "22222222-2222-4333-8444-555555555555";
+    let p = h.write_claude(
+        "/home/dev/app",
+        s,
+        &[claude_prompt(
+            s,
+            "p-1",
+            "/home/dev/app",
+            "first prompt about pelicans",
+        )],
+    );
+    let second = claude_answer(s, "p-2", "/home/dev/app", "an answer about flamingos").to_string();
+    let (head, tail) = second.split_at(second.len() / 2);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+    use std::io::Write;
+    f.write_all(head.as_bytes()).unwrap();
+    f.flush().unwrap();
+    let a = h.json(&["import", "--json"]);
+    assert_eq!(a["messages"], 1, "the half line waits: {a}");
+    assert!(search_hits(&h.json(&["search", "flamingos", "--json"])).is_empty());
+    f.write_all(format!("{tail}\n").as_bytes()).unwrap();
+    f.flush().unwrap();
+    let b = h.json(&["import", "--json"]);
+    assert_eq!(b["messages"], 1, "{b}");
+    assert_eq!(b["bad_lines"], 0);
+    assert_eq!(
+        search_hits(&h.json(&["search", "flamingos", "--json"])).len(),
+        1
+    );
+    let c = h.json(&["import", "--json"]);
+    assert_eq!(c["messages"], 0);
+    let show = h.json(&["sessions", "show", s, "--json"]);
+    assert_eq!(show["messages"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn secrets_never_reach_the_archive() {
+    let h = Home::empty();
+    let s = "33333333-2222-4333-8444-555555555555";
+    let openai = "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa";
+    let github = "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa12";
+    let aws = "AKIAZX9YW8VU7TS6RQ5P";
+    h.write_claude(
+        "/home/dev/app",
+        s,
+        &[
+            claude_prompt(
+                s,
+                "r-1",
+                "/home/dev/app",
+                &format!("deploy with OPENAI_API_KEY={openai} and token {github}"),
+            ),
+            serde_json::json!({
+                "type": "assistant", "uuid": "r-2", "sessionId": s, "cwd": "/home/dev/app",
+                "timestamp": "2026-06-05T10:00:05.000Z",
+                "message": {"id": "msg_r2", "role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_r", "name": "Bash",
+                     "input": {"command": format!("aws configure set aws_access_key_id {aws}")}}]}
+            }),
+            claude_prompt(
+                s,
+                "r-3",
+                "/home/dev/app",
+                "my address is <private>221B Baker Street</private>, remember the deploy",
+            ),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    for secret in [openai, github, aws, "221B Baker Street", "Zx9Yw8Vu7Ts6"] {
+        assert!(
+            search_hits(&h.json(&["search", secret, "--json"])).is_empty(),
+            "{secret} found by search"
+        );
+    }
+    let show = h.memex(&["sessions", "show", s, "--json"]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("[REDACTED_SECRET]") && text.contains("[REDACTED]"));
+    for secret in [openai, github, aws, "221B Baker"] {
+        assert!(!text.contains(secret), "{secret} in sessions show");
+    }
+    // Grep every byte of the data directory, decompressing the stored columns too.
+    for f in walkdir(&h.data_dir()) {
+        let bytes = std::fs::read(&f).unwrap();
+        for secret in [openai, github, aws, "221B Baker"] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} in {}",
+                f.display()
+            );
+        }
+    }
+    let conn = rusqlite::Connection::open(h.data_dir().join("memex.db")).unwrap();
+    let mut st = conn
+        .prepare("SELECT raw_z FROM messages WHERE raw_z IS NOT NULL")
+        .unwrap();
+    let raws: Vec<Vec<u8>> = st
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(raws.len(), 3);
+    for z in raws {
+        let raw = String::from_utf8(zstd::decode_all(&z[..]).unwrap()).unwrap();
+        serde_json::from_str::<Value>(&raw).expect("redacted raw stays valid JSON");
+        for secret in [openai, github, aws, "221B Baker"] {
+            assert!(!raw.contains(secret), "{secret} in raw JSON");
+        }
+    }
+    let status = h.json(&["status", "--json"]);
+    assert_eq!(
+        status["redactions"], 4,
+        "two keys, one AWS key, one private block"
+    );
+}
+
+#[test]
+fn sessions_list_and_show_follow_the_contract() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    let v = h.json(&["sessions", "list", "--json", "--limit", "100"]);
+    let sessions = v["sessions"].as_array().unwrap();
+    assert!(sessions.len() >= 20);
+    for s in sessions {
+        for key in [
+            "session_id",
+            "agent",
+            "project",
+            "title",
+            "started_at",
+            "updated_at",
+            "messages",
+            "prompts",
+        ] {
+            assert!(s.get(key).is_some(), "session lacks {key}: {s}");
+        }
+    }
+    let updated: Vec<&str> = sessions
+        .iter()
+        .filter_map(|s| s["updated_at"].as_str())
+        .collect();
+    assert!(
+        updated.windows(2).all(|w| w[0] >= w[1]),
+        "most recent first"
+    );
+    let claude = h.json(&["sessions", "list", "--agent", "claude", "--json"]);
+    assert!(
+        claude["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["agent"] == "claude")
+    );
+
+    let show = h.json(&[
+        "sessions",
+        "show",
+        "7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c",
+        "--json",
+    ]);
+    assert_eq!(
+        show["session"]["title"],
+        "Fix timezone-dependent date tests"
+    );
+    assert_eq!(show["session"]["prompts"], 4);
+    let msgs = show["messages"].as_array().unwrap();
+    for key in [
+        "message_id",
+        "role",
+        "kind",
+        "prompt_number",
+        "timestamp",
+        "text",
+        "tool_name",
+        "tool_input",
+        "tool_output",
+    ] {
+        assert!(msgs[0].get(key).is_some(), "message lacks {key}");
+    }
+    // The sub-agent's messages are attached to the parent, inside the talk that spawned it.
+    let sub: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["agent_id"] == "a1b2c3d4e5f60718")
+        .collect();
+    assert_eq!(sub.len(), 4);
+    assert!(
+        sub.iter()
+            .all(|m| m["prompt_number"] == 1 && m["sidechain"] == true)
+    );
+    let bash = msgs.iter().find(|m| m["message_id"] == "u-0002").unwrap();
+    assert_eq!(bash["kind"], "tool_result");
+    assert!(
+        bash["tool_output"]
+            .as_str()
+            .unwrap()
+            .starts_with("FAIL src/date.test.ts")
+    );
+    let call = msgs.iter().find(|m| m["tool_name"] == "Bash").unwrap();
+    assert_eq!(call["tool_input"]["command"], "npm test -- date");
+    // Usage counted once per API message.
+    assert!(show["session"]["usage"]["output_tokens"].as_i64().unwrap() > 0);
+    // A unique prefix works; the readable form prints the talks.
+    let text = h.memex(&["sessions", "show", "7d2f4c1e"]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Fix timezone-dependent date tests") && text.contains("## [4] user"));
+    let missing = h.memex(&["sessions", "show", "no-such-session"]);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("hint:"));
+}
+
+#[test]
+fn deleted_sources_keep_their_messages() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    let before = h.json(&["status", "--json"]);
+    std::fs::remove_file(
+        h.path()
+            .join(".claude/projects/-home-dev-demo-app/7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c.jsonl"),
+    )
+    .unwrap();
+    h.json(&["import", "--json"]);
+    let after = h.json(&["status", "--json"]);
+    assert_eq!(before["messages"], after["messages"]);
+    assert_eq!(after["source_files_gone"], 1);
+    let kept = h.json(&[
+        "search",
+        "timezone",
+        "--session",
+        "7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c",
+        "--json",
+    ]);
+    assert!(
+        !search_hits(&kept).is_empty(),
+        "a deleted file's messages are still found"
+    );
+}
+
+#[test]
+fn config_layers_and_bad_values() {
+    let h = Home::empty();
+    let cfg = h.path().join("memex.toml");
+    std::fs::write(&cfg, "[store]\nredact = \"sometimes\"\n").unwrap();
+    let out = h.memex(&["--config", cfg.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("redact") && err.contains("hint:"), "{err}");
+    std::fs::write(&cfg, "[import]\nthreads = 3\n").unwrap();
+    let v = h.json(&["--config", cfg.to_str().unwrap(), "config", "--json"]);
+    assert_eq!(v["settings"]["import"]["threads"], 3);
+    assert_eq!(v["settings"]["store"]["redact"], true);
+    let text = h.memex(&["config"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("[store]"));
+    let missing = h.memex(&["--config", "/nonexistent/memex.toml", "status"]);
+    assert_eq!(missing.status.code(), Some(2));
+    // Sources from config replace the default roots.
+    let elsewhere = h.path().join("elsewhere");
+    let s = "44444444-2222-4333-8444-555555555555";
+    std::fs::create_dir_all(elsewhere.join("-p")).unwrap();
+    std::fs::write(
+        elsewhere.join(format!("-p/{s}.jsonl")),
+        format!(
+            "{}\n",
+            claude_prompt(s, "c-1", "/p", "configured roots work")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &cfg,
+        format!("[sources]\nclaude = [\"{}\"]\n", elsewhere.display()),
+    )
+    .unwrap();
+    let v = h.json(&["--config", cfg.to_str().unwrap(), "import", "--json"]);
+    assert_eq!(v["messages"], 1);
+}

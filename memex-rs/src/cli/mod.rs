@@ -1,0 +1,513 @@
+//! The `memex` command line: argument parsing and the one-shot commands. Data goes to stdout
+//! (`--json` wherever output is data), progress and diagnostics to stderr.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ai_cli_session_collector::{AdapterRegistry, Env};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use crate::config::{self, Resolved};
+use crate::search::{self, SearchParams};
+use crate::store::{self, ingest, read};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "memex",
+    version,
+    about = "A lossless, searchable memory of your AI coding-agent conversations"
+)]
+pub struct Cli {
+    /// Config file (default: $MEMEX_CONFIG, else ~/.config/memex/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (default: $MEMEX_DATA_DIR, else ~/.local/share/memex).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Import every transcript of every agent into the archive (safe to run again).
+    Import(ImportArgs),
+    /// Full-text search over every stored message.
+    Search(SearchArgs),
+    /// List or show archived sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// What the archive holds.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the settings in effect.
+    Config {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// Only this agent (claude, codex, gemini).
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// What to look for. Words are all required; "quoted phrases" stay together; word* is a prefix.
+    pub query: String,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// A project path (matches its cwd, git root or sub-folders) or part of a project name.
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only messages at or after this time (RFC 3339, 2026-06-01, or an age like 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only messages before this time.
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// Sessions, most recently active first.
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session's messages (id or a unique prefix of it).
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An error the user can act on: the message plus a hint, and the exit code to use.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct UserError {
+    pub message: String,
+    pub hint: Option<String>,
+    pub code: i32,
+}
+
+fn user_error(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    UserError {
+        message: message.into(),
+        hint: Some(hint.into()),
+        code: 2,
+    }
+    .into()
+}
+
+/// Process environment, read once here and passed down.
+pub struct Ctx {
+    pub resolved: Resolved,
+    pub env: Env,
+}
+
+pub fn load(cli: &Cli) -> Result<Ctx> {
+    let env = Env::from_process();
+    let mut overrides = Vec::new();
+    if let Some(d) = &cli.data_dir {
+        overrides.push(("data.dir".to_owned(), d.display().to_string()));
+    }
+    let resolved = config::resolve(config::Inputs {
+        home: &env.home,
+        env: &env.vars,
+        config_file: cli.config.clone(),
+        overrides,
+    })
+    .map_err(|e| {
+        user_error(
+            e.to_string(),
+            "see config.example.toml for every key and what it accepts",
+        )
+    })?;
+    Ok(Ctx { resolved, env })
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    let ctx = load(&cli)?;
+    match cli.command {
+        Command::Import(a) => import(&ctx, a),
+        Command::Search(a) => search_cmd(&ctx, a),
+        Command::Sessions { command } => sessions(&ctx, command),
+        Command::Status { json } => status(&ctx, json),
+        Command::Config { json } => show_config(&ctx, json),
+    }
+}
+
+fn check_agent(registry: &AdapterRegistry, agent: &Option<String>) -> Result<()> {
+    if let Some(a) = agent
+        && registry.get(a).is_none()
+    {
+        return Err(user_error(
+            format!("unknown agent `{a}`"),
+            format!("use one of: {}", registry.names().join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+/// A read connection to an existing archive (created and migrated when missing).
+fn reader(ctx: &Ctx) -> Result<rusqlite::Connection> {
+    let dir = ctx.resolved.settings.data_dir();
+    store::open(&dir).with_context(|| format!("cannot open the archive in {}", dir.display()))
+}
+
+fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
+    let registry = Arc::new(AdapterRegistry::new());
+    check_agent(&registry, &a.agent)?;
+    let s = &ctx.resolved.settings;
+    let roots: Vec<(String, PathBuf)> = s
+        .roots(&registry, &ctx.env)
+        .into_iter()
+        .filter(|(agent, root)| a.agent.as_ref().is_none_or(|x| x == agent) && root.is_dir())
+        .collect();
+    let data_dir = s.data_dir();
+    let (writer, handle) = store::Writer::start(&data_dir)
+        .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
+    let jobs = ingest::discover(&registry, &roots);
+    let present = jobs.iter().map(|j| j.path.clone()).collect();
+    let opts = ingest::IngestOptions {
+        redact: s.store.redact,
+        fts_max_bytes: s.store.fts_max_bytes,
+        batch_bytes: s.import.batch_bytes,
+        threads: s.import_threads(),
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} importing {bytes}/{total_bytes} [{bar:30}] {bytes_per_sec} eta {eta}",
+            )
+            .unwrap()
+            .progress_chars("=> "),
+        );
+        b
+    });
+    let started = std::time::Instant::now();
+    let report = ingest::import(&writer, &data_dir, registry, jobs, &opts, &|p| {
+        if let Some(b) = &bar {
+            match p {
+                ingest::Progress::Total { bytes, .. } => b.set_length(bytes),
+                ingest::Progress::File { bytes } => b.inc(bytes),
+            }
+        }
+    })?;
+    let roots2 = roots.clone();
+    writer.call(move |c| ingest::mark_gone(c, &roots2, &present))??;
+    drop(writer);
+    let _ = handle.join();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["roots"] = json!(
+            roots
+                .iter()
+                .map(|(a, r)| json!({"agent": a, "path": r}))
+                .collect::<Vec<_>>()
+        );
+        v["seconds"] = json!(secs);
+        println!("{v}");
+        return Ok(());
+    }
+    if roots.is_empty() {
+        eprintln!("no transcript folders found; looked in:");
+        for (agent, r) in s.roots(&AdapterRegistry::new(), &ctx.env) {
+            eprintln!("  {agent:<7} {}", r.display());
+        }
+    }
+    println!(
+        "imported {} new messages ({} prompts) in {} sessions from {} files ({} unchanged) in {:.1}s",
+        report.messages,
+        report.prompts,
+        report.sessions,
+        report.files,
+        report.files_skipped_unchanged,
+        secs
+    );
+    if report.bad_lines > 0 || !report.errors.is_empty() {
+        eprintln!("{} bad lines skipped; problems:", report.bad_lines);
+        for e in report.errors.iter().take(20) {
+            eprintln!("  {}:{}: {}", e.file, e.line, e.reason);
+        }
+        if report.errors.len() > 20 {
+            eprintln!("  … and {} more (see --json)", report.errors.len() - 20);
+        }
+    }
+    Ok(())
+}
+
+fn filter(
+    agent: Option<String>,
+    project: Option<String>,
+    session: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+) -> Result<read::Filter> {
+    let t = |s: Option<String>, flag: &str| -> Result<Option<i64>> {
+        s.map(|s| {
+            search::parse_time(&s).map_err(|e| {
+                user_error(
+                    format!("--{flag}: {e}"),
+                    "for example --since 7d or --since 2026-06-01",
+                )
+            })
+        })
+        .transpose()
+    };
+    Ok(read::Filter {
+        agent,
+        project,
+        session,
+        since: t(since, "since")?,
+        until: t(until, "until")?,
+    })
+}
+
+fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
+    check_agent(&AdapterRegistry::new(), &a.agent)?;
+    if a.limit == 0 || a.limit > 1000 {
+        return Err(user_error(
+            format!("--limit must be between 1 and 1000, got {}", a.limit),
+            "for example --limit 20",
+        ));
+    }
+    let params = SearchParams {
+        query: a.query,
+        limit: a.limit,
+        filter: filter(a.agent, a.project, a.session, a.since, a.until)?,
+    };
+    let conn = reader(ctx)?;
+    let res = search::search(&conn, &params)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string(&res)?)?;
+        return Ok(());
+    }
+    if res.results.is_empty() {
+        writeln!(out, "no matches")?;
+    }
+    for h in &res.results {
+        writeln!(
+            out,
+            "{} {} {} #{} {} {}\n    {}",
+            h.timestamp.as_deref().unwrap_or("-"),
+            h.agent,
+            &h.session_id,
+            h.prompt_number,
+            h.kind,
+            h.project.as_deref().unwrap_or(""),
+            h.snippet
+        )?;
+    }
+    Ok(())
+}
+
+fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
+    let conn = reader(ctx)?;
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        SessionsCommand::List {
+            agent,
+            project,
+            limit,
+            json,
+        } => {
+            check_agent(&AdapterRegistry::new(), &agent)?;
+            let f = filter(agent, project, None, None, None)?;
+            let rows = read::list_sessions(&conn, &f, limit.min(10_000), 0)?;
+            if json {
+                writeln!(out, "{}", json!({ "sessions": rows }))?;
+                return Ok(());
+            }
+            for r in &rows {
+                writeln!(
+                    out,
+                    "{}  {:<6} {:>5} msgs {:>3} prompts  {}  {}",
+                    r.updated_at.as_deref().unwrap_or("-"),
+                    r.agent,
+                    r.messages,
+                    r.prompts,
+                    r.session_id,
+                    r.title.as_deref().unwrap_or("")
+                )?;
+            }
+        }
+        SessionsCommand::Show { id, json } => {
+            let Some(s) = read::find_session(&conn, &id)? else {
+                return Err(UserError {
+                    message: format!("no session `{id}`"),
+                    hint: Some("`memex sessions list` shows session ids".into()),
+                    code: 3,
+                }
+                .into());
+            };
+            let messages = read::session_messages(&conn, s.pk)?;
+            let usage = read::session_usage(&conn, s.pk)?;
+            if json {
+                let mut sv = serde_json::to_value(&s)?;
+                sv["usage"] = serde_json::to_value(&usage)?;
+                writeln!(out, "{}", json!({ "session": sv, "messages": messages }))?;
+                return Ok(());
+            }
+            writeln!(out, "# {}", s.title.as_deref().unwrap_or("(untitled)"))?;
+            writeln!(
+                out,
+                "{} session {} · {} · {} → {} · {} prompts · {} in / {} out tokens\n",
+                s.agent,
+                s.session_id,
+                s.project.as_deref().unwrap_or("?"),
+                s.started_at.as_deref().unwrap_or("?"),
+                s.updated_at.as_deref().unwrap_or("?"),
+                s.prompts,
+                usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens,
+                usage.output_tokens
+            )?;
+            for m in messages.iter().filter(|m| !m.duplicate) {
+                let who = match m.kind.as_str() {
+                    "user_prompt" => format!("## [{}] user", m.prompt_number),
+                    "assistant_text" => "assistant".into(),
+                    "thinking" => "thinking".into(),
+                    "tool_call" => format!("→ {}", m.tool_name.as_deref().unwrap_or("tool")),
+                    "tool_result" if m.is_error => "← error".into(),
+                    "tool_result" => "←".into(),
+                    "compaction_summary" => "(compaction summary)".into(),
+                    _ => continue,
+                };
+                let side = if m.sidechain { " (sub-agent)" } else { "" };
+                let text = if m.kind == "tool_call" {
+                    m.tool_input
+                        .as_ref()
+                        .map(|i| i.to_string())
+                        .unwrap_or_default()
+                } else {
+                    m.text.clone()
+                };
+                let text: String =
+                    if matches!(m.kind.as_str(), "tool_result" | "tool_call" | "thinking")
+                        && text.chars().count() > 600
+                    {
+                        format!("{}…", text.chars().take(600).collect::<String>())
+                    } else {
+                        text
+                    };
+                writeln!(out, "{who}{side}\n{}\n", text.trim_end())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn status(ctx: &Ctx, json: bool) -> Result<()> {
+    let dir = ctx.resolved.settings.data_dir();
+    let conn = reader(ctx)?;
+    let st = read::status(&conn)?;
+    let db = store::db_path(&dir);
+    let size: u64 = ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|s| std::fs::metadata(format!("{}{s}", db.display())).ok())
+        .map(|m| m.len())
+        .sum();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let mut v = serde_json::to_value(&st)?;
+        v["data_dir"] = json!(dir);
+        v["database_bytes"] = json!(size);
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    writeln!(out, "data dir   {}", dir.display())?;
+    writeln!(out, "database   {:.1} MB", size as f64 / 1e6)?;
+    writeln!(
+        out,
+        "sessions   {}   messages {}   prompts {}",
+        st.sessions, st.messages, st.prompts
+    )?;
+    for a in &st.agents {
+        writeln!(
+            out,
+            "  {:<7} {} sessions, {} messages, {} prompts",
+            a.agent, a.sessions, a.messages, a.prompts
+        )?;
+    }
+    writeln!(
+        out,
+        "sources    {} files ({} gone from disk, their {} sessions kept)",
+        st.source_files, st.source_files_gone, st.sessions_with_source_gone
+    )?;
+    writeln!(
+        out,
+        "bad lines  {}   secrets redacted {}",
+        st.bad_lines, st.redactions
+    )?;
+    Ok(())
+}
+
+fn show_config(ctx: &Ctx, json: bool) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    if json {
+        println!(
+            "{}",
+            json!({"config_file": ctx.resolved.file, "config_file_exists": ctx.resolved.file_exists, "settings": s})
+        );
+        return Ok(());
+    }
+    println!(
+        "# settings in effect (defaults < {}{} < MEMEX_* < flags)",
+        ctx.resolved.file.display(),
+        if ctx.resolved.file_exists {
+            ""
+        } else {
+            " (absent)"
+        }
+    );
+    print!("{}", toml::to_string_pretty(s)?);
+    let registry = AdapterRegistry::new();
+    println!("\n# transcript roots in effect");
+    let mut by_agent: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (a, r) in s.roots(&registry, &ctx.env) {
+        let exists = if r.is_dir() { "" } else { "  (not present)" };
+        by_agent
+            .entry(a)
+            .or_default()
+            .push(format!("{}{exists}", r.display()));
+    }
+    for (a, rs) in by_agent {
+        for r in rs {
+            println!("# {a:<7} {r}");
+        }
+    }
+    Ok(())
+}

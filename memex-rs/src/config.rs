@@ -1,0 +1,382 @@
+//! Settings, resolved once: built-in defaults < `config.toml` < `MEMEX_*` environment
+//! variables < command-line flags. Nothing here writes to the process environment.
+//!
+//! Every key `section.name` can be set from the environment as `MEMEX_SECTION_NAME` (upper
+//! case), e.g. `MEMEX_STORE_REDACT=false`, `MEMEX_DATA_DIR=/srv/memex`. `${VAR}` in string
+//! values is expanded, and a leading `~/` means the home directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub data: DataSettings,
+    /// Transcript roots per agent; an empty list means the agent's default roots.
+    pub sources: BTreeMap<String, Vec<String>>,
+    pub store: StoreSettings,
+    pub import: ImportSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataSettings {
+    /// Where the archive lives.
+    pub dir: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// Replace API keys, tokens, private keys and `<private>` blocks before storing.
+    pub redact: bool,
+    /// At most this many bytes of one message are full-text indexed (all of it is stored).
+    pub fts_max_bytes: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImportSettings {
+    /// Parser threads; 0 = one per CPU.
+    pub threads: usize,
+    /// Bytes of transcript per write transaction.
+    pub batch_bytes: usize,
+}
+
+impl Default for DataSettings {
+    fn default() -> Self {
+        DataSettings {
+            dir: "~/.local/share/memex".into(),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Default for ImportSettings {
+    fn default() -> Self {
+        ImportSettings {
+            threads: 0,
+            batch_bytes: 8 << 20,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let sources = ai_cli_session_collector::AdapterRegistry::new()
+            .names()
+            .into_iter()
+            .map(|n| (n.to_owned(), Vec::new()))
+            .collect();
+        Settings {
+            data: DataSettings::default(),
+            sources,
+            store: StoreSettings::default(),
+            import: ImportSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+    #[error("invalid configuration in {origin}: {message}")]
+    Invalid { origin: String, message: String },
+    #[error("invalid value for `{key}`: {message}")]
+    Value { key: String, message: String },
+}
+
+/// Where settings come from; the environment is passed in so that tests and callers decide.
+pub struct Inputs<'a> {
+    pub home: &'a Path,
+    pub env: &'a BTreeMap<String, String>,
+    /// `--config`, else `MEMEX_CONFIG`, else `~/.config/memex/config.toml` (optional).
+    pub config_file: Option<PathBuf>,
+    /// Flag overrides as (key, value).
+    pub overrides: Vec<(String, String)>,
+}
+
+/// The resolved settings and the file they were read from.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub settings: Settings,
+    pub file: PathBuf,
+    pub file_exists: bool,
+}
+
+/// Flattened `section.key` names of every setting.
+fn keys() -> Vec<String> {
+    let v = serde_json::to_value(Settings::default()).expect("settings serialize");
+    let mut out = Vec::new();
+    if let serde_json::Value::Object(sections) = v {
+        for (s, inner) in sections {
+            if let serde_json::Value::Object(fields) = inner {
+                out.extend(fields.keys().map(|k| format!("{s}.{k}")));
+            }
+        }
+    }
+    out
+}
+
+fn env_name(key: &str) -> String {
+    format!("MEMEX_{}", key.replace('.', "_").to_uppercase())
+}
+
+pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
+    let explicit = inputs.config_file.clone().or_else(|| {
+        inputs
+            .env
+            .get("MEMEX_CONFIG")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    });
+    let file = explicit
+        .clone()
+        .unwrap_or_else(|| inputs.home.join(".config/memex/config.toml"));
+    let file_exists = file.is_file();
+    if explicit.is_some() && !file_exists {
+        return Err(ConfigError::Missing(file));
+    }
+    let defaults =
+        config::Config::try_from(&Settings::default()).map_err(|e| ConfigError::Invalid {
+            origin: "defaults".into(),
+            message: e.to_string(),
+        })?;
+    let mut b = config::Config::builder().add_source(defaults);
+    if file_exists {
+        b = b.add_source(config::File::from(file.as_path()).format(config::FileFormat::Toml));
+    }
+    let list_keys: Vec<String> = Settings::default()
+        .sources
+        .keys()
+        .map(|k| format!("sources.{k}"))
+        .collect();
+    let set = |b: config::ConfigBuilder<config::builder::DefaultState>, key: &str, val: &str| {
+        if list_keys.iter().any(|k| k == key) {
+            let items: Vec<String> = val
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            b.set_override(key, items)
+        } else {
+            b.set_override(key, val)
+        }
+    };
+    for key in keys() {
+        if let Some(v) = inputs.env.get(&env_name(&key)) {
+            b = set(b, &key, v).map_err(|e| ConfigError::Value {
+                key: key.clone(),
+                message: e.to_string(),
+            })?;
+        }
+    }
+    for (key, v) in &inputs.overrides {
+        b = set(b, key, v).map_err(|e| ConfigError::Value {
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    let origin = if file_exists {
+        format!("{} or MEMEX_* variables", file.display())
+    } else {
+        "MEMEX_* variables".into()
+    };
+    let mut settings: Settings =
+        b.build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError::Invalid {
+                origin,
+                message: e.to_string(),
+            })?;
+    settings.data.dir = expand(&settings.data.dir, inputs.home, inputs.env);
+    for roots in settings.sources.values_mut() {
+        for r in roots.iter_mut() {
+            *r = expand(r, inputs.home, inputs.env);
+        }
+    }
+    validate(&settings)?;
+    Ok(Resolved {
+        settings,
+        file,
+        file_exists,
+    })
+}
+
+fn validate(s: &Settings) -> Result<(), ConfigError> {
+    let bad = |key: &str, message: String| {
+        Err(ConfigError::Value {
+            key: key.into(),
+            message,
+        })
+    };
+    let names = ai_cli_session_collector::AdapterRegistry::new().names();
+    if let Some(k) = s.sources.keys().find(|k| !names.contains(&k.as_str())) {
+        return bad(
+            &format!("sources.{k}"),
+            format!("unknown agent; accepted: {}", names.join(", ")),
+        );
+    }
+    if s.data.dir.trim().is_empty() {
+        return bad("data.dir", "must be a directory path".into());
+    }
+    if !(1024..=64 << 20).contains(&s.store.fts_max_bytes) {
+        return bad(
+            "store.fts_max_bytes",
+            format!("accepts 1024 to 67108864, got {}", s.store.fts_max_bytes),
+        );
+    }
+    if s.import.threads > 256 {
+        return bad(
+            "import.threads",
+            format!("accepts 0 (one per CPU) to 256, got {}", s.import.threads),
+        );
+    }
+    if !(64 << 10..=256 << 20).contains(&s.import.batch_bytes) {
+        return bad(
+            "import.batch_bytes",
+            format!("accepts 65536 to 268435456, got {}", s.import.batch_bytes),
+        );
+    }
+    Ok(())
+}
+
+/// `${VAR}` from the environment, and a leading `~` as the home directory.
+pub fn expand(s: &str, home: &Path, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i + 2..].find('}') {
+            Some(j) => {
+                let name = &rest[i + 2..i + 2 + j];
+                out.push_str(env.get(name).map_or("", String::as_str));
+                rest = &rest[i + 3 + j..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    if out == "~" {
+        return home.display().to_string();
+    }
+    match out.strip_prefix("~/") {
+        Some(r) => home.join(r).display().to_string(),
+        None => out,
+    }
+}
+
+impl Settings {
+    pub fn data_dir(&self) -> PathBuf {
+        PathBuf::from(&self.data.dir)
+    }
+
+    /// The roots to read, per agent: configured ones, or the adapter's defaults.
+    pub fn roots(
+        &self,
+        registry: &ai_cli_session_collector::AdapterRegistry,
+        env: &ai_cli_session_collector::Env,
+    ) -> Vec<(String, PathBuf)> {
+        registry
+            .all()
+            .flat_map(|a| {
+                let configured = self.sources.get(a.name()).filter(|r| !r.is_empty());
+                let roots: Vec<PathBuf> = match configured {
+                    Some(r) => r.iter().map(PathBuf::from).collect(),
+                    None => a.default_roots(env),
+                };
+                roots.into_iter().map(move |r| (a.name().to_owned(), r))
+            })
+            .collect()
+    }
+
+    pub fn import_threads(&self) -> usize {
+        match self.import.threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[store]\nredact = false\nfts_max_bytes = 4096\n[data]\ndir = \"${BASE}/m\"\n",
+        )
+        .unwrap();
+        let e = env(&[("MEMEX_STORE_FTS_MAX_BYTES", "8192"), ("BASE", "/srv")]);
+        let r = resolve(Inputs {
+            home: dir.path(),
+            env: &e,
+            config_file: Some(f),
+            overrides: vec![("import.threads".into(), "3".into())],
+        })
+        .unwrap();
+        assert!(!r.settings.store.redact, "file beats default");
+        assert_eq!(r.settings.store.fts_max_bytes, 8192, "env beats file");
+        assert_eq!(r.settings.import.threads, 3, "flag beats all");
+        assert_eq!(r.settings.data.dir, "/srv/m");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = env(&[("MEMEX_STORE_REDACT", "maybe")]);
+        let err = resolve(Inputs {
+            home: dir.path(),
+            env: &e,
+            config_file: None,
+            overrides: vec![],
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("redact"), "{err}");
+        let e = env(&[("MEMEX_IMPORT_THREADS", "1000")]);
+        let err = resolve(Inputs {
+            home: dir.path(),
+            env: &e,
+            config_file: None,
+            overrides: vec![],
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("import.threads"), "{err}");
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[sources]\ncursor = [\"/x\"]\n").unwrap();
+        let err = resolve(Inputs {
+            home: dir.path(),
+            env: &env(&[]),
+            config_file: Some(f),
+            overrides: vec![],
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("sources.cursor"), "{err}");
+    }
+}

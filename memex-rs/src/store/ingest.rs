@@ -1,0 +1,758 @@
+//! Turning transcript files into archive rows.
+//!
+//! Parser threads read each file from its stored cursor through its adapter and *prepare* a
+//! batch (redaction, compression, FTS text) so that the writer thread does nothing but write.
+//! A batch and the file's new cursor commit in one transaction: a crash at any moment loses
+//! nothing and duplicates nothing, and `(session, message_id)` is unique so re-reading a file
+//! from the start never duplicates either.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use ai_cli_session_collector::{
+    AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, ParsedMessage, SessionInfo,
+};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::{COMPRESS_TEXT_ABOVE, Writer, fts, redact, zstd_bytes};
+
+/// How ingestion behaves; from `[store]` and `[import]` settings.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    pub redact: bool,
+    pub fts_max_bytes: usize,
+    pub batch_bytes: usize,
+    pub threads: usize,
+}
+
+/// A message ready to be written.
+pub struct Prepared {
+    pub m: ParsedMessage,
+    pub text: Option<String>,
+    pub text_z: Option<Vec<u8>>,
+    pub tool_input: Option<String>,
+    pub raw_z: Option<Vec<u8>>,
+    pub index: Option<String>,
+    pub redactions: u32,
+}
+
+/// A session as the adapter described it, plus what the filesystem says about its project.
+pub struct PreparedSession {
+    pub info: SessionInfo,
+    pub git_root: Option<String>,
+}
+
+/// One chunk of one file, ready for the writer.
+pub struct Batch {
+    pub agent: &'static str,
+    pub root: PathBuf,
+    pub path: PathBuf,
+    pub size: u64,
+    pub mtime: i64,
+    pub cursor: Cursor,
+    pub messages: Vec<Prepared>,
+    pub sessions: Vec<PreparedSession>,
+    pub edits: Vec<Edit>,
+    pub issues: Vec<ParseIssue>,
+    pub bytes: u64,
+}
+
+/// What a batch changed.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Applied {
+    pub inserted: u64,
+    pub updated: u64,
+    pub prompts: u64,
+}
+
+/// One reported problem with an input file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileError {
+    pub file: String,
+    pub line: u64,
+    pub reason: String,
+}
+
+/// The outcome of an import.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ImportReport {
+    pub files: u64,
+    pub files_skipped_unchanged: u64,
+    pub sessions: u64,
+    pub messages: u64,
+    pub messages_updated: u64,
+    pub prompts: u64,
+    pub bad_lines: u64,
+    pub bytes: u64,
+    pub errors: Vec<FileError>,
+}
+
+/// A file to ingest.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub agent: &'static str,
+    pub root: PathBuf,
+    pub path: PathBuf,
+}
+
+fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Every transcript under the given roots, for the named adapters.
+pub fn discover(registry: &AdapterRegistry, roots: &[(String, PathBuf)]) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (agent, root) in roots {
+        if let Some(a) = registry.get(agent) {
+            jobs.extend(a.discover(root).into_iter().map(|path| Job {
+                agent: a.name(),
+                root: root.clone(),
+                path,
+            }));
+        }
+    }
+    jobs
+}
+
+/// The stored cursor, size and mtime of a file.
+fn stored_cursor(conn: &Connection, path: &Path) -> rusqlite::Result<Option<(Cursor, u64, i64)>> {
+    conn.query_row(
+        "SELECT cursor, size, mtime FROM source_files WHERE path = ?1",
+        [path.to_string_lossy()],
+        |r| {
+            let c: String = r.get(0)?;
+            Ok((
+                serde_json::from_str(&c).unwrap_or_default(),
+                r.get::<_, i64>(1)? as u64,
+                r.get(2)?,
+            ))
+        },
+    )
+    .optional()
+}
+
+/// Finds the git work tree that holds `dir` (a `.git` folder or file), if any.
+pub fn git_root(dir: &str) -> Option<String> {
+    let mut p = Path::new(dir);
+    loop {
+        if p.join(".git").exists() {
+            return Some(p.to_string_lossy().into_owned());
+        }
+        p = p.parent()?;
+    }
+}
+
+/// Parses one file from its stored cursor to its end, sending prepared batches to `sink`.
+/// Returns `false` when the file was unchanged since the last ingest.
+pub fn ingest_file(
+    registry: &AdapterRegistry,
+    reader: &Connection,
+    job: &Job,
+    opts: &IngestOptions,
+    git_roots: &mut HashMap<String, Option<String>>,
+    sink: &mut dyn FnMut(Batch),
+) -> Result<bool, String> {
+    let adapter = registry
+        .get(job.agent)
+        .ok_or_else(|| format!("no adapter named {}", job.agent))?;
+    let meta = std::fs::metadata(&job.path).map_err(|e| e.to_string())?;
+    let (size, mtime) = (meta.len(), mtime_ms(&meta));
+    let stored = stored_cursor(reader, &job.path).map_err(|e| e.to_string())?;
+    if let Some((_, s, m)) = &stored
+        && *s == size
+        && *m == mtime
+    {
+        return Ok(false);
+    }
+    let mut cursor = stored.map(|s| s.0).unwrap_or_default();
+    loop {
+        let out = adapter
+            .parse(&job.root, &job.path, &cursor, opts.batch_bytes)
+            .map_err(|e| {
+                format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e)
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
+                )
+            })?;
+        let progressed = out.cursor.offset != cursor.offset || !out.messages.is_empty();
+        let at_end = out.at_end;
+        let messages = out.messages.into_iter().map(|m| prepare(m, opts)).collect();
+        let sessions = out
+            .sessions
+            .into_iter()
+            .map(|mut info| {
+                if opts.redact
+                    && let Some((_, t)) = info.title.as_mut()
+                {
+                    *t = redact::redact_text(t).0.into_owned();
+                }
+                let git_root = info.project_path.as_ref().and_then(|p| {
+                    git_roots
+                        .entry(p.clone())
+                        .or_insert_with(|| git_root(p))
+                        .clone()
+                });
+                PreparedSession { info, git_root }
+            })
+            .collect();
+        cursor = out.cursor.clone();
+        sink(Batch {
+            agent: job.agent,
+            root: job.root.clone(),
+            path: job.path.clone(),
+            size,
+            mtime,
+            cursor: out.cursor,
+            messages,
+            sessions,
+            edits: out.edits,
+            issues: out.issues,
+            bytes: out.bytes,
+        });
+        if at_end || !progressed {
+            return Ok(true);
+        }
+    }
+}
+
+/// Redaction, compression and FTS text: everything CPU-heavy, done off the writer thread.
+pub fn prepare(mut m: ParsedMessage, opts: &IngestOptions) -> Prepared {
+    let mut redactions = 0;
+    let raw = m.raw.take();
+    let mut tool_input = m
+        .tool_call
+        .as_ref()
+        .map(|t| serde_json::to_string(&t.input).unwrap_or_default());
+    let raw = raw.map(|r| {
+        if opts.redact {
+            let (out, n) = redact::redact_bytes(&r);
+            redactions = redactions.max(n);
+            if n > 0 { out.into_owned() } else { r }
+        } else {
+            r
+        }
+    });
+    if opts.redact {
+        // A secret is stored in several copies (text, tool input, raw record): count the
+        // secrets of the message, not the copies.
+        let (t, n) = redact::redact_text(&m.text);
+        if n > 0 {
+            m.text = t.into_owned();
+            redactions = redactions.max(n);
+        }
+        if let Some(input) = &tool_input {
+            let (t, n) = redact::redact_text(input);
+            if n > 0 {
+                redactions = redactions.max(n);
+                let t = t.into_owned();
+                if let Some(tc) = m.tool_call.as_mut() {
+                    tc.input =
+                        serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t.clone()));
+                }
+                tool_input = Some(t);
+            }
+        }
+    }
+    let searchable = !m.text.trim().is_empty() && !m.flags.inherited && !m.flags.duplicate;
+    let index = searchable.then(|| fts::index_text(&m.text, opts.fts_max_bytes).into_owned());
+    let (text, text_z) = if m.text.len() > COMPRESS_TEXT_ABOVE {
+        (None, Some(zstd_bytes(m.text.as_bytes())))
+    } else {
+        (Some(std::mem::take(&mut m.text)), None)
+    };
+    Prepared {
+        m,
+        text,
+        text_z,
+        tool_input,
+        raw_z: raw.map(|r| zstd_bytes(&r)),
+        index,
+        redactions,
+    }
+}
+
+/// Writes one batch and its file cursor in one transaction.
+pub fn apply(conn: &mut Connection, b: &Batch) -> rusqlite::Result<Applied> {
+    let tx = conn.transaction()?;
+    let applied = apply_in(&tx, b)?;
+    tx.commit()?;
+    Ok(applied)
+}
+
+fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let path = b.path.to_string_lossy();
+    let cursor_json = serde_json::to_string(&b.cursor).unwrap_or_default();
+    let bad = b.issues.iter().filter(|i| !i.kept).count() as i64;
+    tx.execute(
+        "INSERT INTO source_files (path, agent, root, cursor, size, mtime, fingerprint, bad_lines, gone, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
+         ON CONFLICT (path) DO UPDATE SET cursor = excluded.cursor, size = excluded.size,
+           mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+           bad_lines = source_files.bad_lines + excluded.bad_lines, gone = 0,
+           updated_at = excluded.updated_at",
+        params![
+            path,
+            b.agent,
+            b.root.to_string_lossy(),
+            cursor_json,
+            b.size as i64,
+            b.mtime,
+            b.cursor.head,
+            bad,
+            now
+        ],
+    )?;
+    let file_id: i64 = tx.query_row(
+        "SELECT id FROM source_files WHERE path = ?1",
+        [&path],
+        |r| r.get(0),
+    )?;
+    {
+        let mut ins = tx.prepare_cached(
+            "INSERT OR IGNORE INTO parse_issues (source_file_id, line, byte_offset, reason, kept)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for i in &b.issues {
+            ins.execute(params![
+                file_id,
+                i.line as i64,
+                i.byte_offset as i64,
+                i.reason,
+                i.kept
+            ])?;
+        }
+    }
+
+    // Sessions first, so messages can refer to them.
+    let mut session_pk: HashMap<String, i64> = HashMap::new();
+    for s in &b.sessions {
+        let pk = upsert_session(tx, b.agent, s, &path)?;
+        session_pk.insert(s.info.session_id.clone(), pk);
+    }
+    let mut applied = Applied::default();
+    let mut touched: HashSet<i64> = session_pk.values().copied().collect();
+    let mut ins = tx.prepare_cached(
+        "INSERT OR IGNORE INTO messages (session_pk, message_id, source_file_id, line, seq, parent_id,
+           role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z, tool_name,
+           tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
+           cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain,
+           inherited, duplicate, active, redactions, raw_z)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+           ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31)",
+    )?;
+    let mut fts_ins =
+        tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
+    for p in &b.messages {
+        let m = &p.m;
+        let pk = match session_pk.get(&m.session_id) {
+            Some(&pk) => pk,
+            None => {
+                let pk = ensure_session(tx, b.agent, &m.session_id, &path)?;
+                session_pk.insert(m.session_id.clone(), pk);
+                touched.insert(pk);
+                pk
+            }
+        };
+        let u = m.usage;
+        let n = ins.execute(params![
+            pk,
+            m.message_id,
+            file_id,
+            m.line as i64,
+            m.seq as i64,
+            m.parent_id,
+            m.role.as_str(),
+            m.kind.as_str(),
+            m.prompt_number,
+            m.timestamp,
+            m.cwd,
+            m.git_branch,
+            m.model,
+            p.text,
+            p.text_z,
+            m.tool_call.as_ref().map(|t| t.name.as_str()),
+            m.tool_call
+                .as_ref()
+                .and_then(|t| t.call_id.as_deref())
+                .or_else(|| m.tool_result.as_ref().and_then(|r| r.call_id.as_deref())),
+            p.tool_input,
+            m.tool_result.as_ref().is_some_and(|r| r.is_error),
+            m.usage_key,
+            u.map(|u| u.input_tokens as i64),
+            u.map(|u| u.output_tokens as i64),
+            u.map(|u| u.cache_read_tokens as i64),
+            u.map(|u| u.cache_creation_tokens as i64),
+            u.map(|u| u.reasoning_tokens as i64),
+            m.agent_id,
+            m.flags.sidechain,
+            m.flags.inherited,
+            m.flags.duplicate,
+            p.redactions,
+            p.raw_z,
+        ])?;
+        if n == 1 {
+            let rowid = tx.last_insert_rowid();
+            if let Some(idx) = &p.index {
+                fts_ins.execute(params![rowid, idx])?;
+            }
+            applied.inserted += 1;
+            if m.kind == MessageKind::UserPrompt {
+                applied.prompts += 1;
+            }
+        } else if update_existing(tx, pk, p)? {
+            applied.updated += 1;
+        }
+    }
+    drop(ins);
+    drop(fts_ins);
+
+    for e in &b.edits {
+        match e {
+            Edit::Deactivate {
+                session_id,
+                message_ids,
+            } => {
+                let pk = session_pk_of(tx, b.agent, session_id)?;
+                let mut st = tx.prepare_cached(
+                    "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND message_id = ?2",
+                )?;
+                for id in message_ids {
+                    st.execute(params![pk, id])?;
+                }
+            }
+            Edit::DeactivateTalks {
+                session_id,
+                from_prompt,
+                to_prompt,
+            } => {
+                let pk = session_pk_of(tx, b.agent, session_id)?;
+                tx.execute(
+                    "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3",
+                    params![pk, from_prompt, to_prompt],
+                )?;
+            }
+        }
+    }
+    for pk in touched {
+        refresh_session(tx, pk)?;
+    }
+    Ok(applied)
+}
+
+/// A message seen again (Gemini re-writes a message as it changes; a rewritten file is read
+/// again): the latest copy wins, the original position and prompt number stay.
+fn update_existing(tx: &Transaction<'_>, pk: i64, p: &Prepared) -> rusqlite::Result<bool> {
+    let m = &p.m;
+    let (id, old_text, old_z): (i64, Option<String>, Option<Vec<u8>>) = tx.query_row(
+        "SELECT id, text, text_z FROM messages WHERE session_pk = ?1 AND message_id = ?2",
+        params![pk, m.message_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let u = m.usage;
+    let changed = tx.execute(
+        "UPDATE messages SET role = ?3, kind = ?4, ts = COALESCE(?5, ts), model = COALESCE(?6, model),
+           text = ?7, text_z = ?8, tool_name = ?9, tool_input = ?10, is_error = ?11,
+           usage_key = COALESCE(?12, usage_key), input_tokens = COALESCE(?13, input_tokens),
+           output_tokens = COALESCE(?14, output_tokens), cache_read_tokens = COALESCE(?15, cache_read_tokens),
+           cache_creation_tokens = COALESCE(?16, cache_creation_tokens),
+           reasoning_tokens = COALESCE(?17, reasoning_tokens), active = 1,
+           raw_z = COALESCE(?18, raw_z), redactions = MAX(redactions, ?19)
+         WHERE session_pk = ?1 AND message_id = ?2
+           AND (text IS NOT ?7 OR text_z IS NOT ?8 OR kind IS NOT ?4 OR active = 0
+                OR output_tokens IS NOT COALESCE(?14, output_tokens) OR tool_input IS NOT ?10
+                OR is_error IS NOT ?11 OR raw_z IS NOT COALESCE(?18, raw_z))",
+        params![
+            pk,
+            m.message_id,
+            m.role.as_str(),
+            m.kind.as_str(),
+            m.timestamp,
+            m.model,
+            p.text,
+            p.text_z,
+            m.tool_call.as_ref().map(|t| t.name.as_str()),
+            p.tool_input,
+            m.tool_result.as_ref().is_some_and(|r| r.is_error),
+            m.usage_key,
+            u.map(|u| u.input_tokens as i64),
+            u.map(|u| u.output_tokens as i64),
+            u.map(|u| u.cache_read_tokens as i64),
+            u.map(|u| u.cache_creation_tokens as i64),
+            u.map(|u| u.reasoning_tokens as i64),
+            p.raw_z,
+            p.redactions,
+        ],
+    )?;
+    if changed > 0 && (old_text != p.text || old_z != p.text_z) {
+        tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+        if let Some(idx) = &p.index {
+            tx.execute(
+                "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
+                params![id, idx],
+            )?;
+        }
+    }
+    Ok(changed > 0)
+}
+
+fn upsert_session(
+    tx: &Transaction<'_>,
+    agent: &str,
+    s: &PreparedSession,
+    path: &str,
+) -> rusqlite::Result<i64> {
+    let i = &s.info;
+    let (rank, title) = i
+        .title
+        .as_ref()
+        .map_or((0, None), |(r, t)| (*r as i64, Some(t.as_str())));
+    tx.query_row(
+        "INSERT INTO sessions (agent, session_id, project_path, git_root, project_hash, git_branch, model,
+           title, title_rank, parent_session_id, is_subagent, source_path, started_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (agent, session_id) DO UPDATE SET
+           project_path = COALESCE(sessions.project_path, excluded.project_path),
+           git_root = COALESCE(sessions.git_root, excluded.git_root),
+           project_hash = COALESCE(sessions.project_hash, excluded.project_hash),
+           git_branch = COALESCE(sessions.git_branch, excluded.git_branch),
+           model = COALESCE(excluded.model, sessions.model),
+           title = CASE WHEN excluded.title_rank > sessions.title_rank
+                          OR (excluded.title_rank = sessions.title_rank AND excluded.title_rank >= 3)
+                        THEN COALESCE(excluded.title, sessions.title) ELSE sessions.title END,
+           title_rank = MAX(sessions.title_rank, excluded.title_rank),
+           parent_session_id = COALESCE(sessions.parent_session_id, excluded.parent_session_id),
+           is_subagent = MAX(sessions.is_subagent, excluded.is_subagent),
+           source_path = COALESCE(sessions.source_path, excluded.source_path),
+           started_at = MIN(COALESCE(sessions.started_at, excluded.started_at), COALESCE(excluded.started_at, sessions.started_at)),
+           updated_at = MAX(COALESCE(sessions.updated_at, excluded.updated_at), COALESCE(excluded.updated_at, sessions.updated_at))
+         RETURNING id",
+        params![
+            agent,
+            i.session_id,
+            i.project_path,
+            s.git_root,
+            i.project_hash,
+            i.git_branch,
+            i.model,
+            title,
+            rank,
+            i.parent_session_id,
+            i.is_subagent,
+            path,
+            i.started_at,
+            i.updated_at
+        ],
+        |r| r.get(0),
+    )
+}
+
+fn ensure_session(
+    tx: &Transaction<'_>,
+    agent: &str,
+    sid: &str,
+    path: &str,
+) -> rusqlite::Result<i64> {
+    tx.query_row(
+        "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
+         ON CONFLICT (agent, session_id) DO UPDATE SET agent = excluded.agent RETURNING id",
+        params![agent, sid, path],
+        |r| r.get(0),
+    )
+}
+
+fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Result<i64> {
+    ensure_session(tx, agent, sid, "")
+}
+
+/// Recomputes a session's counters, and places sub-agent messages (read from their own files,
+/// without the parent's prompt counter) in the talk that was running when they were written.
+fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE messages SET prompt_number = COALESCE((
+            SELECT MAX(p.prompt_number) FROM messages p
+            WHERE p.session_pk = messages.session_pk AND p.kind = 'user_prompt' AND p.ts <= messages.ts), 0)
+         WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL",
+        [pk],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET
+           message_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1),
+           prompt_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1 AND kind = 'user_prompt')
+         WHERE id = ?1",
+        [pk],
+    )?;
+    Ok(())
+}
+
+/// Gemini ≤ v0.28 named project folders by the sha256 of the project path: match them against
+/// every project path the archive knows (from any agent).
+pub fn resolve_project_hashes(conn: &Connection) -> rusqlite::Result<usize> {
+    let mut st =
+        conn.prepare("SELECT DISTINCT project_path FROM sessions WHERE project_path IS NOT NULL")?;
+    let paths: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    let mut n = 0;
+    for p in paths {
+        let h = Sha256::digest(p.as_bytes());
+        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        n += conn.execute(
+            "UPDATE sessions SET project_path = ?1 WHERE project_path IS NULL AND project_hash = ?2",
+            params![p, hex],
+        )?;
+    }
+    Ok(n)
+}
+
+/// Marks files of these roots that are no longer on disk as gone (their messages stay).
+pub fn mark_gone(
+    conn: &Connection,
+    roots: &[(String, PathBuf)],
+    present: &HashSet<PathBuf>,
+) -> rusqlite::Result<usize> {
+    let mut n = 0;
+    for (_, root) in roots {
+        let mut st = conn.prepare("SELECT path FROM source_files WHERE root = ?1 AND gone = 0")?;
+        let known: Vec<String> = st
+            .query_map([root.to_string_lossy()], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for k in known {
+            if !present.contains(Path::new(&k)) && !Path::new(&k).exists() {
+                n += conn.execute("UPDATE source_files SET gone = 1 WHERE path = ?1", [&k])?;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Progress of an import, for a progress bar.
+pub enum Progress {
+    Total { files: u64, bytes: u64 },
+    File { bytes: u64 },
+}
+
+/// Imports every job: `opts.threads` parser threads prepare batches, the writer writes them.
+pub fn import(
+    writer: &Writer,
+    data_dir: &Path,
+    registry: Arc<AdapterRegistry>,
+    jobs: Vec<Job>,
+    opts: &IngestOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<ImportReport, super::StoreError> {
+    let total_bytes: u64 = jobs
+        .iter()
+        .map(|j| std::fs::metadata(&j.path).map_or(0, |m| m.len()))
+        .sum();
+    progress(Progress::Total {
+        files: jobs.len() as u64,
+        bytes: total_bytes,
+    });
+    let queue = Arc::new(Mutex::new(jobs.into_iter().collect::<VecDeque<_>>()));
+    let report = Arc::new(Mutex::new(ImportReport::default()));
+    let sessions: Arc<Mutex<HashSet<(String, String)>>> = Default::default();
+    // Bounded: at most this many prepared batches wait for the writer, which caps memory.
+    let (btx, brx) = mpsc::sync_channel::<Batch>(opts.threads.max(1) * 2);
+    let db = super::db_path(data_dir);
+
+    std::thread::scope(|scope| -> Result<(), super::StoreError> {
+        for _ in 0..opts.threads.max(1) {
+            let queue = queue.clone();
+            let report = report.clone();
+            let registry = registry.clone();
+            let btx = btx.clone();
+            let db = db.clone();
+            scope.spawn(move || {
+                let Ok(reader) = super::connect(&db) else {
+                    return;
+                };
+                let mut git_roots = HashMap::new();
+                loop {
+                    let Some(job) = queue.lock().unwrap().pop_front() else {
+                        break;
+                    };
+                    let mut send = |b: Batch| {
+                        let _ = btx.send(b);
+                    };
+                    let res =
+                        ingest_file(&registry, &reader, &job, opts, &mut git_roots, &mut send);
+                    let mut r = report.lock().unwrap();
+                    r.files += 1;
+                    match res {
+                        Ok(true) => {}
+                        Ok(false) => r.files_skipped_unchanged += 1,
+                        Err(e) => r.errors.push(FileError {
+                            file: job.path.display().to_string(),
+                            line: 0,
+                            reason: e,
+                        }),
+                    }
+                }
+            });
+        }
+        drop(btx);
+        // The caller's thread feeds the writer.
+        for b in brx {
+            let bytes = b.bytes;
+            let file = b.path.display().to_string();
+            let issues: Vec<FileError> = b
+                .issues
+                .iter()
+                .map(|i| FileError {
+                    file: file.clone(),
+                    line: i.line,
+                    reason: if i.kept {
+                        format!("{} (kept)", i.reason)
+                    } else {
+                        i.reason.clone()
+                    },
+                })
+                .collect();
+            let bad = b.issues.iter().filter(|i| !i.kept).count() as u64;
+            let sids: Vec<(String, String)> = b
+                .messages
+                .iter()
+                .map(|m| (b.agent.to_owned(), m.m.session_id.clone()))
+                .chain(
+                    b.sessions
+                        .iter()
+                        .map(|s| (b.agent.to_owned(), s.info.session_id.clone())),
+                )
+                .collect();
+            let applied = writer.call(move |c| apply(c, &b))?;
+            let mut r = report.lock().unwrap();
+            match applied {
+                Ok(a) => {
+                    r.messages += a.inserted;
+                    r.messages_updated += a.updated;
+                    r.prompts += a.prompts;
+                    r.bad_lines += bad;
+                    r.errors.extend(issues);
+                    sessions.lock().unwrap().extend(sids);
+                }
+                Err(e) => r.errors.push(FileError {
+                    file,
+                    line: 0,
+                    reason: format!("cannot store: {e}"),
+                }),
+            }
+            r.bytes += bytes;
+            drop(r);
+            progress(Progress::File { bytes });
+        }
+        Ok(())
+    })?;
+    writer.call(|c| resolve_project_hashes(c))??;
+    let mut r = Arc::try_unwrap(report)
+        .map(|m| m.into_inner().unwrap())
+        .unwrap_or_else(|a| a.lock().unwrap().clone());
+    r.sessions = sessions.lock().unwrap().len() as u64;
+    Ok(r)
+}

@@ -1,0 +1,179 @@
+//! The L0 archive in SQLite: connections, migrations, the single writer thread, and the
+//! compression helpers the schema relies on.
+//!
+//! One thread owns the write connection ([`Writer`]); everything else reads through its own
+//! connections in WAL mode, so readers never block the writer and vice versa.
+
+pub mod fts;
+pub mod ingest;
+pub mod read;
+pub mod redact;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+
+use rusqlite::Connection;
+use rusqlite::functions::FunctionFlags;
+
+/// Ordered, append-only migrations, embedded at build time. Entry N brings the schema to
+/// `user_version` N + 1.
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_archive",
+    include_str!("../../../migrations/0001_archive.sql"),
+)];
+
+/// Texts longer than this are stored zstd-compressed.
+pub const COMPRESS_TEXT_ABOVE: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the archive at {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot create the data directory {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("migration {name} failed")]
+    Migration {
+        name: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("the archive was written by a newer memex (schema {found}, this build knows {known})")]
+    TooNew { found: i64, known: i64 },
+    #[error("the writer thread has stopped")]
+    WriterGone,
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Where the archive lives inside the data directory.
+pub fn db_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("memex.db")
+}
+
+/// Opens a connection with the pragmas every connection needs and the `memex_unzstd` SQL
+/// function. Does not migrate.
+pub fn connect(path: &Path) -> Result<Connection> {
+    let open = |source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let conn = Connection::open(path).map_err(open)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = NORMAL;
+         PRAGMA busy_timeout = 10000;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -32000;",
+    )
+    .map_err(open)?;
+    conn.create_scalar_function(
+        "memex_unzstd",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let blob: Option<Vec<u8>> = ctx.get(0)?;
+            Ok(blob.map(|b| unzstd_text(&b)))
+        },
+    )
+    .map_err(open)?;
+    Ok(conn)
+}
+
+/// Creates the data directory and brings the archive's schema up to date.
+pub fn open(data_dir: &Path) -> Result<Connection> {
+    std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+        path: data_dir.to_owned(),
+        source,
+    })?;
+    let mut conn = connect(&db_path(data_dir))?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Applies the migrations not applied yet, all in one transaction.
+pub fn migrate(conn: &mut Connection) -> Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        return Err(StoreError::TooNew {
+            found: current,
+            known,
+        });
+    }
+    if current == known {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql)
+            .and_then(|_| tx.pragma_update(None, "user_version", i as i64 + 1))
+            .map_err(|source| StoreError::Migration { name, source })?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+pub fn zstd_bytes(b: &[u8]) -> Vec<u8> {
+    zstd::bulk::compress(b, 3).unwrap_or_else(|_| b.to_vec())
+}
+
+pub fn unzstd_bytes(b: &[u8]) -> Vec<u8> {
+    zstd::stream::decode_all(b).unwrap_or_default()
+}
+
+fn unzstd_text(b: &[u8]) -> String {
+    String::from_utf8_lossy(&unzstd_bytes(b)).into_owned()
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// The one thread that owns the write connection. Work is sent to it as closures over a
+/// bounded channel; callers wait for the answer on a reply channel.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::SyncSender<Job>,
+}
+
+impl Writer {
+    /// Opens (and migrates) the archive in `data_dir` and starts the writer thread.
+    /// The channel holds a few jobs: enough to keep the writer busy while parsers prepare the
+    /// next batch, few enough that queued batches stay a small, bounded amount of memory.
+    pub fn start(data_dir: &Path) -> Result<(Writer, thread::JoinHandle<()>)> {
+        let mut conn = open(data_dir)?;
+        let (tx, rx) = mpsc::sync_channel::<Job>(4);
+        let handle = thread::Builder::new()
+            .name("memex-writer".into())
+            .spawn(move || {
+                for job in rx {
+                    job(&mut conn);
+                }
+            })
+            .expect("spawn the writer thread");
+        Ok((Writer { tx }, handle))
+    }
+
+    /// Runs `f` on the writer thread and waits for its result.
+    pub fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T> {
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        self.tx
+            .send(Box::new(move |c| {
+                let _ = rtx.send(f(c));
+            }))
+            .map_err(|_| StoreError::WriterGone)?;
+        rrx.recv().map_err(|_| StoreError::WriterGone)
+    }
+}

@@ -1,0 +1,315 @@
+//! Read queries over the archive: sessions, their messages, and archive statistics. Every
+//! function takes its own read connection; none of them writes.
+
+use rusqlite::{Connection, OptionalExtension, params_from_iter, types::Value as Sql};
+use serde::Serialize;
+
+/// Epoch milliseconds as RFC 3339 UTC with milliseconds.
+pub fn iso(ms: Option<i64>) -> Option<String> {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// Filters shared by the listing and search queries.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub agent: Option<String>,
+    pub project: Option<String>,
+    pub session: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+impl Filter {
+    /// SQL conditions over `s` (sessions) and, when `ts_col` is given, a timestamp column;
+    /// parameters are appended to `args`.
+    pub fn sql(&self, ts_col: Option<&str>, args: &mut Vec<Sql>) -> String {
+        let mut c = Vec::new();
+        if let Some(a) = &self.agent {
+            args.push(Sql::Text(a.clone()));
+            c.push(format!("s.agent = ?{}", args.len()));
+        }
+        if let Some(p) = &self.project {
+            let p = p.trim_end_matches('/');
+            if p.contains('/') {
+                // A path: the session's cwd, its git root, or anything below it.
+                args.push(Sql::Text(p.to_owned()));
+                let n = args.len();
+                args.push(Sql::Text(format!("{}/%", like_escape(p))));
+                c.push(format!(
+                    "(s.project_path = ?{n} OR s.git_root = ?{n} OR s.project_path LIKE ?{} ESCAPE '\\')",
+                    args.len()
+                ));
+            } else {
+                // A name: any project whose path contains it.
+                args.push(Sql::Text(format!("%{}%", like_escape(p))));
+                c.push(format!("s.project_path LIKE ?{} ESCAPE '\\'", args.len()));
+            }
+        }
+        if let Some(sid) = &self.session {
+            args.push(Sql::Text(sid.clone()));
+            c.push(format!("s.session_id = ?{}", args.len()));
+        }
+        if let Some(col) = ts_col {
+            if let Some(t) = self.since {
+                args.push(Sql::Integer(t));
+                c.push(format!("{col} >= ?{}", args.len()));
+            }
+            if let Some(t) = self.until {
+                args.push(Sql::Integer(t));
+                c.push(format!("{col} < ?{}", args.len()));
+            }
+        }
+        if c.is_empty() {
+            "1".into()
+        } else {
+            c.join(" AND ")
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRow {
+    pub session_id: String,
+    pub agent: String,
+    pub project: Option<String>,
+    pub git_root: Option<String>,
+    pub title: Option<String>,
+    pub started_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub messages: i64,
+    pub prompts: i64,
+    pub git_branch: Option<String>,
+    pub model: Option<String>,
+    pub parent_session_id: Option<String>,
+    pub is_subagent: bool,
+    pub source_path: Option<String>,
+    #[serde(skip)]
+    pub pk: i64,
+}
+
+const SESSION_COLS: &str =
+    "s.id, s.session_id, s.agent, s.project_path, s.git_root, s.title, s.started_at,
+    s.updated_at, s.message_count, s.prompt_count, s.git_branch, s.model, s.parent_session_id,
+    s.is_subagent, s.source_path";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        pk: r.get(0)?,
+        session_id: r.get(1)?,
+        agent: r.get(2)?,
+        project: r.get(3)?,
+        git_root: r.get(4)?,
+        title: r.get(5)?,
+        started_at: iso(r.get(6)?),
+        updated_at: iso(r.get(7)?),
+        messages: r.get(8)?,
+        prompts: r.get(9)?,
+        git_branch: r.get(10)?,
+        model: r.get(11)?,
+        parent_session_id: r.get(12)?,
+        is_subagent: r.get(13)?,
+        source_path: r.get(14)?,
+    })
+}
+
+/// Sessions, most recently active first.
+pub fn list_sessions(
+    conn: &Connection,
+    f: &Filter,
+    limit: u32,
+    offset: u32,
+) -> rusqlite::Result<Vec<SessionRow>> {
+    let mut args = Vec::new();
+    let cond = f.sql(Some("s.updated_at"), &mut args);
+    let sql = format!(
+        "SELECT {SESSION_COLS} FROM sessions s WHERE {cond} AND s.message_count > 0
+         ORDER BY s.updated_at IS NULL, s.updated_at DESC, s.id DESC LIMIT {limit} OFFSET {offset}"
+    );
+    let mut st = conn.prepare(&sql)?;
+    st.query_map(params_from_iter(args), session_row)?.collect()
+}
+
+/// One session by its id, or by a prefix of it that only one session has.
+pub fn find_session(conn: &Connection, id: &str) -> rusqlite::Result<Option<SessionRow>> {
+    let exact = conn
+        .query_row(
+            &format!("SELECT {SESSION_COLS} FROM sessions s WHERE s.session_id = ?1 ORDER BY s.id LIMIT 1"),
+            [id],
+            session_row,
+        )
+        .optional()?;
+    if exact.is_some() || id.len() < 4 {
+        return Ok(exact);
+    }
+    let mut st = conn.prepare(&format!(
+        "SELECT {SESSION_COLS} FROM sessions s WHERE s.session_id LIKE ?1 ESCAPE '\\' LIMIT 2"
+    ))?;
+    let rows: Vec<SessionRow> = st
+        .query_map([format!("{}%", like_escape(id))], session_row)?
+        .collect::<Result<_, _>>()?;
+    Ok(if rows.len() == 1 {
+        rows.into_iter().next()
+    } else {
+        None
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_creation_tokens: i64,
+    pub reasoning_tokens: i64,
+}
+
+/// A session's token usage, each agent's repetitions and cumulative counters resolved.
+pub fn session_usage(conn: &Connection, pk: i64) -> rusqlite::Result<Usage> {
+    conn.query_row(
+        "SELECT COALESCE(SUM(i),0), COALESCE(SUM(o),0), COALESCE(SUM(cr),0), COALESCE(SUM(cc),0), COALESCE(SUM(rs),0) FROM (
+           SELECT MAX(input_tokens) i, MAX(output_tokens) o, MAX(cache_read_tokens) cr,
+                  MAX(cache_creation_tokens) cc, MAX(reasoning_tokens) rs
+           FROM messages WHERE session_pk = ?1 AND usage_key IS NOT NULL AND inherited = 0
+           GROUP BY usage_key)",
+        [pk],
+        |r| {
+            Ok(Usage {
+                input_tokens: r.get(0)?,
+                output_tokens: r.get(1)?,
+                cache_read_tokens: r.get(2)?,
+                cache_creation_tokens: r.get(3)?,
+                reasoning_tokens: r.get(4)?,
+            })
+        },
+    )
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageRow {
+    pub message_id: String,
+    pub role: String,
+    pub kind: String,
+    pub prompt_number: i64,
+    pub timestamp: Option<String>,
+    pub text: String,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<serde_json::Value>,
+    pub tool_output: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub is_error: bool,
+    pub model: Option<String>,
+    pub parent_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub sidechain: bool,
+    pub inherited: bool,
+    pub duplicate: bool,
+    pub active: bool,
+    pub line: i64,
+}
+
+/// A session's messages in conversation order: by talk, then by time and position.
+pub fn session_messages(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<MessageRow>> {
+    let mut st = conn.prepare(
+        "SELECT message_id, role, kind, prompt_number, ts, COALESCE(text, memex_unzstd(text_z)),
+                tool_name, tool_input, tool_call_id, is_error, model, parent_id, agent_id,
+                sidechain, inherited, duplicate, active, line
+         FROM messages WHERE session_pk = ?1
+         ORDER BY prompt_number, ts IS NULL, ts, source_file_id, seq",
+    )?;
+    st.query_map([pk], |r| {
+        let kind: String = r.get(2)?;
+        let text: Option<String> = r.get(5)?;
+        let text = text.unwrap_or_default();
+        let input: Option<String> = r.get(7)?;
+        Ok(MessageRow {
+            message_id: r.get(0)?,
+            role: r.get(1)?,
+            prompt_number: r.get(3)?,
+            timestamp: iso(r.get(4)?),
+            tool_output: (kind == "tool_result").then(|| text.clone()),
+            text,
+            kind,
+            tool_name: r.get(6)?,
+            tool_input: input.and_then(|i| serde_json::from_str(&i).ok()),
+            tool_call_id: r.get(8)?,
+            is_error: r.get(9)?,
+            model: r.get(10)?,
+            parent_id: r.get(11)?,
+            agent_id: r.get(12)?,
+            sidechain: r.get(13)?,
+            inherited: r.get(14)?,
+            duplicate: r.get(15)?,
+            active: r.get(16)?,
+            line: r.get(17)?,
+        })
+    })?
+    .collect()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentCount {
+    pub agent: String,
+    pub sessions: i64,
+    pub messages: i64,
+    pub prompts: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub sessions: i64,
+    pub messages: i64,
+    pub prompts: i64,
+    pub agents: Vec<AgentCount>,
+    pub source_files: i64,
+    pub source_files_gone: i64,
+    pub sessions_with_source_gone: i64,
+    pub bad_lines: i64,
+    pub redactions: i64,
+    pub last_ingest_at: Option<String>,
+}
+
+pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
+    let mut st = conn.prepare(
+        "SELECT agent, COUNT(*), COALESCE(SUM(message_count),0), COALESCE(SUM(prompt_count),0)
+         FROM sessions WHERE message_count > 0 GROUP BY agent ORDER BY agent",
+    )?;
+    let agents: Vec<AgentCount> = st
+        .query_map([], |r| {
+            Ok(AgentCount {
+                agent: r.get(0)?,
+                sessions: r.get(1)?,
+                messages: r.get(2)?,
+                prompts: r.get(3)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let one = |sql: &str| {
+        conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+            .map(|v| v.unwrap_or(0))
+    };
+    Ok(Status {
+        sessions: agents.iter().map(|a| a.sessions).sum(),
+        messages: agents.iter().map(|a| a.messages).sum(),
+        prompts: agents.iter().map(|a| a.prompts).sum(),
+        agents,
+        source_files: one("SELECT COUNT(*) FROM source_files")?,
+        source_files_gone: one("SELECT COUNT(*) FROM source_files WHERE gone = 1")?,
+        sessions_with_source_gone: one(
+            "SELECT COUNT(DISTINCT m.session_pk) FROM messages m JOIN source_files f ON f.id = m.source_file_id WHERE f.gone = 1",
+        )?,
+        bad_lines: one("SELECT SUM(bad_lines) FROM source_files")?,
+        redactions: one("SELECT SUM(redactions) FROM messages")?,
+        last_ingest_at: iso(conn.query_row(
+            "SELECT MAX(updated_at) FROM source_files",
+            [],
+            |r| r.get(0),
+        )?),
+    })
+}
