@@ -65,14 +65,7 @@ pub trait ConversationAdapter: Send + Sync {
     /// Every transcript under `root`, in the order they should be ingested (parents before the
     /// files that refer to them).
     fn discover(&self, root: &Path) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(root)
-            .follow_links(true)
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file())
-            .map(walkdir::DirEntry::into_path)
-            .filter(|p| self.is_transcript(root, p))
-            .collect();
+        let mut files = files_under(root, |p| self.is_transcript(root, p));
         files.sort_by_key(|p| (p.components().count(), p.clone()));
         files
     }
@@ -86,6 +79,18 @@ pub trait ConversationAdapter: Send + Sync {
         cursor: &Cursor,
         max_bytes: usize,
     ) -> Result<ParseOutput, ParseError>;
+}
+
+/// Every file under `root` (following links) that `keep` accepts.
+pub fn files_under(root: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(root)
+        .follow_links(true)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(walkdir::DirEntry::into_path)
+        .filter(|p| keep(p))
+        .collect()
 }
 
 /// Every built-in adapter. Adding an agent is one file in `adapters/` and one line here.

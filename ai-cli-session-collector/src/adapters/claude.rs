@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, parse_ts, str_of,
-    string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, files_under, parse_ts,
+    str_of, string_of, u64_of,
 };
 use crate::model::{
     Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
@@ -107,14 +107,7 @@ impl ConversationAdapter for ClaudeAdapter {
     }
 
     fn discover(&self, root: &Path) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(root)
-            .follow_links(true)
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file())
-            .map(walkdir::DirEntry::into_path)
-            .filter(|p| self.is_transcript(root, p))
-            .collect();
+        let mut files = files_under(root, |p| self.is_transcript(root, p));
         // Sessions before their sub-agents, so sub-agent lines find their parent's talks.
         files.sort_by_key(|p| (matches!(file_role(p), FileRole::SubAgent { .. }), p.clone()));
         files
