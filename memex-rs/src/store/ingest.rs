@@ -50,8 +50,9 @@ pub struct Batch {
     pub agent: &'static str,
     pub root: PathBuf,
     pub path: PathBuf,
-    pub size: u64,
-    pub mtime: i64,
+    /// The file's size and mtime, set only on the batch that reaches its end: an import that
+    /// stops between batches must not look finished to the next one.
+    pub seen: Option<(u64, i64)>,
     pub cursor: Cursor,
     pub messages: Vec<Prepared>,
     pub sessions: Vec<PreparedSession>,
@@ -208,8 +209,7 @@ pub fn ingest_file(
             agent: job.agent,
             root: job.root.clone(),
             path: job.path.clone(),
-            size,
-            mtime,
+            seen: at_end.then_some((size, mtime)),
             cursor: out.cursor,
             messages,
             sessions,
@@ -304,8 +304,8 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             b.agent,
             b.root.to_string_lossy(),
             cursor_json,
-            b.size as i64,
-            b.mtime,
+            b.seen.map_or(-1, |(size, _)| size as i64),
+            b.seen.map_or(-1, |(_, mtime)| mtime),
             b.cursor.head,
             bad,
             now
@@ -755,4 +755,78 @@ pub fn import(
         .unwrap_or_else(|a| a.lock().unwrap().clone());
     r.sessions = sessions.lock().unwrap().len() as u64;
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claude_file(dir: &Path, lines: usize) -> PathBuf {
+        let proj = dir.join("projects/-p");
+        std::fs::create_dir_all(&proj).unwrap();
+        let sid = "55555555-2222-4333-8444-555555555555";
+        let body: String = (0..lines)
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    serde_json::json!({"type": "user", "uuid": format!("u{i}"), "sessionId": sid, "cwd": "/p",
+                        "timestamp": "2026-06-05T10:00:00.000Z",
+                        "message": {"role": "user", "content": format!("prompt number {i} {}", "padding ".repeat(40))}})
+                )
+            })
+            .collect();
+        let path = proj.join(format!("{sid}.jsonl"));
+        std::fs::write(&path, body).unwrap();
+        path
+    }
+
+    /// A crash after the first batch of a large file: the next import reads the rest.
+    #[test]
+    fn a_file_interrupted_between_batches_is_finished_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 1000);
+        let data = dir.path().join("data");
+        let opts = IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes: 64 << 10,
+            threads: 1,
+        };
+        let registry = Arc::new(AdapterRegistry::new());
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        // First run: only the first batch reaches the archive, then the process "dies".
+        let mut conn = super::super::open(&data).unwrap();
+        let mut batches = Vec::new();
+        ingest_file(
+            &registry,
+            &conn,
+            &job,
+            &opts,
+            &mut HashMap::new(),
+            &mut |b| batches.push(b),
+        )
+        .unwrap();
+        assert!(batches.len() > 1, "the file must span several batches");
+        apply(&mut conn, &batches[0]).unwrap();
+        let stored: i64 = conn
+            .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+            .unwrap();
+        assert!(stored > 0 && stored < 1000);
+        drop(conn);
+        // Second run: everything, exactly once.
+        let (writer, handle) = Writer::start(&data).unwrap();
+        let report = import(&writer, &data, registry, vec![job], &opts, &|_| {}).unwrap();
+        assert_eq!(report.messages as i64, 1000 - stored);
+        drop(writer);
+        handle.join().unwrap();
+        let conn = super::super::open(&data).unwrap();
+        let total: i64 = conn
+            .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(total, 1000);
+    }
 }
