@@ -347,36 +347,29 @@ mod tests {
         assert_eq!(r.settings.data.dir, "/srv/m");
     }
 
+    fn resolve_with(
+        home: &Path,
+        e: &[(&str, &str)],
+        file: Option<PathBuf>,
+    ) -> Result<Resolved, ConfigError> {
+        resolve(Inputs {
+            home,
+            env: &env(e),
+            config_file: file,
+            overrides: vec![],
+        })
+    }
+
     #[test]
     fn invalid_values_name_the_key() {
         let dir = tempfile::tempdir().unwrap();
-        let e = env(&[("MEMEX_STORE_REDACT", "maybe")]);
-        let err = resolve(Inputs {
-            home: dir.path(),
-            env: &e,
-            config_file: None,
-            overrides: vec![],
-        })
-        .unwrap_err();
+        let err = resolve_with(dir.path(), &[("MEMEX_STORE_REDACT", "maybe")], None).unwrap_err();
         assert!(err.to_string().contains("redact"), "{err}");
-        let e = env(&[("MEMEX_IMPORT_THREADS", "1000")]);
-        let err = resolve(Inputs {
-            home: dir.path(),
-            env: &e,
-            config_file: None,
-            overrides: vec![],
-        })
-        .unwrap_err();
+        let err = resolve_with(dir.path(), &[("MEMEX_IMPORT_THREADS", "1000")], None).unwrap_err();
         assert!(err.to_string().contains("import.threads"), "{err}");
         let f = dir.path().join("c.toml");
         std::fs::write(&f, "[sources]\ncursor = [\"/x\"]\n").unwrap();
-        let err = resolve(Inputs {
-            home: dir.path(),
-            env: &env(&[]),
-            config_file: Some(f),
-            overrides: vec![],
-        })
-        .unwrap_err();
+        let err = resolve_with(dir.path(), &[], Some(f)).unwrap_err();
         assert!(err.to_string().contains("sources.cursor"), "{err}");
     }
 }

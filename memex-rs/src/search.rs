@@ -61,7 +61,7 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
     }
     let mut args = vec![Sql::Text(fts::match_expr(&terms))];
     let cond = p.filter.sql(Some("m.ts"), &mut args);
-    let join = if cond == "1" {
+    let join = if p.filter.is_empty() {
         String::new()
     } else {
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk".into()

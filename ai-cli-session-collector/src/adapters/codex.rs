@@ -59,9 +59,6 @@ impl ConversationAdapter for CodexAdapter {
         let fallback_id = session_id_from_name(path);
         let mut info = SessionInfo::default();
         let mut out = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
-            if st.session_id.is_none() && !fallback_id.is_empty() && rec.line > 1 {
-                st.session_id = Some(fallback_id.clone());
-            }
             handle(st, emit, rec, &mut info, &fallback_id);
         })?;
         let st: State = serde_json::from_value(out.cursor.state.clone()).unwrap_or_default();

@@ -154,7 +154,7 @@ struct State {
     children: HashMap<String, Vec<String>>,
 }
 
-fn session_fields(st: &mut State, ctx: &FileContext, v: &Value, info: &mut SessionInfo) {
+fn session_fields(st: &mut State, v: &Value, info: &mut SessionInfo) {
     if st.session_id.is_none() {
         st.session_id = string_of(v, "sessionId");
     }
@@ -173,7 +173,6 @@ fn session_fields(st: &mut State, ctx: &FileContext, v: &Value, info: &mut Sessi
     if let Some(s) = string_of(v, "summary") {
         info.title = Some((TitleSource::Generated, text::truncate_chars(&s, 200)));
     }
-    let _ = ctx;
 }
 
 fn ensure_session(st: &mut State, ctx: &FileContext) -> String {
@@ -199,7 +198,7 @@ fn jsonl_record(
             emit.skip(&rec, "`$set` is not an object");
             return;
         }
-        session_fields(st, ctx, set, info);
+        session_fields(st, set, info);
         let sid = ensure_session(st, ctx);
         let mut m = blank(
             AGENT,
@@ -241,7 +240,7 @@ fn jsonl_record(
         return;
     }
     // Metadata line (normally the first).
-    session_fields(st, ctx, v, info);
+    session_fields(st, v, info);
     let sid = ensure_session(st, ctx);
     let mut m = blank(
         AGENT,
@@ -614,7 +613,7 @@ fn parse_document(
     };
     let mut st: State = serde_json::from_value(cursor.state.clone()).unwrap_or_default();
     let mut emit = Emit::default();
-    session_fields(&mut st, ctx, &doc, info);
+    session_fields(&mut st, &doc, info);
     let sid = ensure_session(&mut st, ctx);
     // The document itself, byte for byte, rides on one meta message.
     let mut m = blank(

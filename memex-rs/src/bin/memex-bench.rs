@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ai_cli_session_collector::{AdapterRegistry, Env};
+use ai_cli_session_collector::AdapterRegistry;
 use memex::search::{SearchParams, search};
 use memex::store::{self, ingest};
 
@@ -491,7 +491,6 @@ fn import(corpus: &Path, data: &Path, threads: usize) {
         src as f64 / 1e6,
         db as f64 / src as f64
     );
-    let _ = Env::default();
 }
 
 const QUERIES: &[&str] = &[

@@ -340,15 +340,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     }
     let mut applied = Applied::default();
     let mut touched: HashSet<i64> = session_pk.values().copied().collect();
-    let mut ins = tx.prepare_cached(
-        "INSERT OR IGNORE INTO messages (session_pk, message_id, source_file_id, line, seq, parent_id,
-           role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z, tool_name,
-           tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
-           cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain,
-           inherited, duplicate, active, redactions, raw_z)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-           ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31)",
-    )?;
+    let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
     let mut fts_ins =
         tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
     for p in &b.messages {
@@ -362,43 +354,8 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 pk
             }
         };
-        let u = m.usage;
-        let n = ins.execute(params![
-            pk,
-            m.message_id,
-            file_id,
-            m.line as i64,
-            m.seq as i64,
-            m.parent_id,
-            m.role.as_str(),
-            m.kind.as_str(),
-            m.prompt_number,
-            m.timestamp,
-            m.cwd,
-            m.git_branch,
-            m.model,
-            p.text,
-            p.text_z,
-            m.tool_call.as_ref().map(|t| t.name.as_str()),
-            m.tool_call
-                .as_ref()
-                .and_then(|t| t.call_id.as_deref())
-                .or_else(|| m.tool_result.as_ref().and_then(|r| r.call_id.as_deref())),
-            p.tool_input,
-            m.tool_result.as_ref().is_some_and(|r| r.is_error),
-            m.usage_key,
-            u.map(|u| u.input_tokens as i64),
-            u.map(|u| u.output_tokens as i64),
-            u.map(|u| u.cache_read_tokens as i64),
-            u.map(|u| u.cache_creation_tokens as i64),
-            u.map(|u| u.reasoning_tokens as i64),
-            m.agent_id,
-            m.flags.sidechain,
-            m.flags.inherited,
-            m.flags.duplicate,
-            p.redactions,
-            p.raw_z,
-        ])?;
+        let row = MessageParams::new(pk, file_id, p);
+        let n = ins.execute(&row.values()[..])?;
         if n == 1 {
             let rowid = tx.last_insert_rowid();
             if let Some(idx) = &p.index {
@@ -408,7 +365,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             if m.kind == MessageKind::UserPrompt {
                 applied.prompts += 1;
             }
-        } else if update_existing(tx, pk, p)? {
+        } else if update_existing(tx, &row)? {
             applied.updated += 1;
         }
     }
@@ -450,48 +407,16 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
 
 /// A message seen again (Gemini re-writes a message as it changes; a rewritten file is read
 /// again): the latest copy wins, the original position and prompt number stay.
-fn update_existing(tx: &Transaction<'_>, pk: i64, p: &Prepared) -> rusqlite::Result<bool> {
-    let m = &p.m;
+fn update_existing(tx: &Transaction<'_>, row: &MessageParams<'_>) -> rusqlite::Result<bool> {
+    let p = row.p;
     let (id, old_text, old_z): (i64, Option<String>, Option<Vec<u8>>) = tx.query_row(
         "SELECT id, text, text_z FROM messages WHERE session_pk = ?1 AND message_id = ?2",
-        params![pk, m.message_id],
+        params![row.pk, p.m.message_id],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
-    let u = m.usage;
-    let changed = tx.execute(
-        "UPDATE messages SET role = ?3, kind = ?4, ts = COALESCE(?5, ts), model = COALESCE(?6, model),
-           text = ?7, text_z = ?8, tool_name = ?9, tool_input = ?10, is_error = ?11,
-           usage_key = COALESCE(?12, usage_key), input_tokens = COALESCE(?13, input_tokens),
-           output_tokens = COALESCE(?14, output_tokens), cache_read_tokens = COALESCE(?15, cache_read_tokens),
-           cache_creation_tokens = COALESCE(?16, cache_creation_tokens),
-           reasoning_tokens = COALESCE(?17, reasoning_tokens), active = 1,
-           raw_z = COALESCE(?18, raw_z), redactions = MAX(redactions, ?19)
-         WHERE session_pk = ?1 AND message_id = ?2
-           AND (text IS NOT ?7 OR text_z IS NOT ?8 OR kind IS NOT ?4 OR active = 0
-                OR output_tokens IS NOT COALESCE(?14, output_tokens) OR tool_input IS NOT ?10
-                OR is_error IS NOT ?11 OR raw_z IS NOT COALESCE(?18, raw_z))",
-        params![
-            pk,
-            m.message_id,
-            m.role.as_str(),
-            m.kind.as_str(),
-            m.timestamp,
-            m.model,
-            p.text,
-            p.text_z,
-            m.tool_call.as_ref().map(|t| t.name.as_str()),
-            p.tool_input,
-            m.tool_result.as_ref().is_some_and(|r| r.is_error),
-            m.usage_key,
-            u.map(|u| u.input_tokens as i64),
-            u.map(|u| u.output_tokens as i64),
-            u.map(|u| u.cache_read_tokens as i64),
-            u.map(|u| u.cache_creation_tokens as i64),
-            u.map(|u| u.reasoning_tokens as i64),
-            p.raw_z,
-            p.redactions,
-        ],
-    )?;
+    let changed = tx
+        .prepare_cached(UPDATE_MESSAGE)?
+        .execute(&row.values()[..])?;
     if changed > 0 && (old_text != p.text || old_z != p.text_z) {
         tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
         if let Some(idx) = &p.index {
@@ -502,6 +427,114 @@ fn update_existing(tx: &Transaction<'_>, pk: i64, p: &Prepared) -> rusqlite::Res
         }
     }
     Ok(changed > 0)
+}
+
+/// Stores a message; parameters are numbered as in [`MessageParams::values`].
+const INSERT_MESSAGE: &str =
+    "INSERT OR IGNORE INTO messages (session_pk, message_id, source_file_id,
+    line, seq, parent_id, role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z,
+    tool_name, tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
+    cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain, inherited,
+    duplicate, active, redactions, raw_z)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31)";
+
+/// Replaces the content of a stored message with a newer copy, when anything changed. Same
+/// parameter numbering as [`INSERT_MESSAGE`] (SQLite counts parameters by the highest index,
+/// so the ones it does not use are still bound).
+const UPDATE_MESSAGE: &str = "UPDATE messages SET role = ?7, kind = ?8, ts = COALESCE(?10, ts),
+    model = COALESCE(?13, model), text = ?14, text_z = ?15, tool_name = ?16, tool_input = ?18,
+    is_error = ?19, usage_key = COALESCE(?20, usage_key), input_tokens = COALESCE(?21, input_tokens),
+    output_tokens = COALESCE(?22, output_tokens), cache_read_tokens = COALESCE(?23, cache_read_tokens),
+    cache_creation_tokens = COALESCE(?24, cache_creation_tokens),
+    reasoning_tokens = COALESCE(?25, reasoning_tokens), active = 1,
+    raw_z = COALESCE(?31, raw_z), redactions = MAX(redactions, ?30)
+  WHERE session_pk = ?1 AND message_id = ?2
+    AND (text IS NOT ?14 OR text_z IS NOT ?15 OR kind IS NOT ?8 OR active = 0
+         OR output_tokens IS NOT COALESCE(?22, output_tokens) OR tool_input IS NOT ?18
+         OR is_error IS NOT ?19 OR raw_z IS NOT COALESCE(?31, raw_z))";
+
+/// One prepared message as SQL parameters, for [`INSERT_MESSAGE`] and [`UPDATE_MESSAGE`].
+struct MessageParams<'a> {
+    pk: i64,
+    file_id: i64,
+    p: &'a Prepared,
+    line: i64,
+    seq: i64,
+    role: &'static str,
+    kind: &'static str,
+    tool_name: Option<&'a str>,
+    call_id: Option<&'a str>,
+    is_error: bool,
+    usage: [Option<i64>; 5],
+}
+
+impl<'a> MessageParams<'a> {
+    fn new(pk: i64, file_id: i64, p: &'a Prepared) -> Self {
+        let m = &p.m;
+        let u = m.usage;
+        let n = |f: fn(&ai_cli_session_collector::Usage) -> u64| u.as_ref().map(|u| f(u) as i64);
+        MessageParams {
+            pk,
+            file_id,
+            p,
+            line: m.line as i64,
+            seq: m.seq as i64,
+            role: m.role.as_str(),
+            kind: m.kind.as_str(),
+            tool_name: m.tool_call.as_ref().map(|t| t.name.as_str()),
+            call_id: m
+                .tool_call
+                .as_ref()
+                .and_then(|t| t.call_id.as_deref())
+                .or_else(|| m.tool_result.as_ref().and_then(|r| r.call_id.as_deref())),
+            is_error: m.tool_result.as_ref().is_some_and(|r| r.is_error),
+            usage: [
+                n(|u| u.input_tokens),
+                n(|u| u.output_tokens),
+                n(|u| u.cache_read_tokens),
+                n(|u| u.cache_creation_tokens),
+                n(|u| u.reasoning_tokens),
+            ],
+        }
+    }
+
+    fn values(&self) -> [&dyn rusqlite::ToSql; 31] {
+        let (p, m) = (self.p, &self.p.m);
+        [
+            &self.pk,
+            &m.message_id,
+            &self.file_id,
+            &self.line,
+            &self.seq,
+            &m.parent_id,
+            &self.role,
+            &self.kind,
+            &m.prompt_number,
+            &m.timestamp,
+            &m.cwd,
+            &m.git_branch,
+            &m.model,
+            &p.text,
+            &p.text_z,
+            &self.tool_name,
+            &self.call_id,
+            &p.tool_input,
+            &self.is_error,
+            &m.usage_key,
+            &self.usage[0],
+            &self.usage[1],
+            &self.usage[2],
+            &self.usage[3],
+            &self.usage[4],
+            &m.agent_id,
+            &m.flags.sidechain,
+            &m.flags.inherited,
+            &m.flags.duplicate,
+            &p.redactions,
+            &p.raw_z,
+        ]
+    }
 }
 
 fn upsert_session(
@@ -596,17 +629,28 @@ fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
 /// Gemini ≤ v0.28 named project folders by the sha256 of the project path: match them against
 /// every project path the archive knows (from any agent).
 pub fn resolve_project_hashes(conn: &Connection) -> rusqlite::Result<usize> {
+    let mut st = conn.prepare(
+        "SELECT DISTINCT project_hash FROM sessions WHERE project_path IS NULL AND project_hash IS NOT NULL",
+    )?;
+    let unresolved: HashSet<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    if unresolved.is_empty() {
+        return Ok(0);
+    }
     let mut st =
         conn.prepare("SELECT DISTINCT project_path FROM sessions WHERE project_path IS NOT NULL")?;
     let paths: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
     let mut n = 0;
     for p in paths {
-        let h = Sha256::digest(p.as_bytes());
-        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-        n += conn.execute(
-            "UPDATE sessions SET project_path = ?1 WHERE project_path IS NULL AND project_hash = ?2",
-            params![p, hex],
-        )?;
+        let hex: String = Sha256::digest(p.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if unresolved.contains(&hex) {
+            n += conn.execute(
+                "UPDATE sessions SET project_path = ?1 WHERE project_path IS NULL AND project_hash = ?2",
+                params![p, hex],
+            )?;
+        }
     }
     Ok(n)
 }
@@ -657,7 +701,7 @@ pub fn import(
     });
     let queue = Arc::new(Mutex::new(jobs.into_iter().collect::<VecDeque<_>>()));
     let report = Arc::new(Mutex::new(ImportReport::default()));
-    let sessions: Arc<Mutex<HashSet<(String, String)>>> = Default::default();
+    let mut sessions: HashSet<(&'static str, String)> = HashSet::new();
     // Bounded: at most this many prepared batches wait for the writer, which caps memory.
     let (btx, brx) = mpsc::sync_channel::<Batch>(opts.threads.max(1) * 2);
     let db = super::db_path(data_dir);
@@ -716,16 +760,15 @@ pub fn import(
                 })
                 .collect();
             let bad = b.issues.iter().filter(|i| !i.kept).count() as u64;
-            let sids: Vec<(String, String)> = b
+            // The sessions this batch touches (a handful, whatever the number of messages).
+            let sids: HashSet<&str> = b
                 .messages
                 .iter()
-                .map(|m| (b.agent.to_owned(), m.m.session_id.clone()))
-                .chain(
-                    b.sessions
-                        .iter()
-                        .map(|s| (b.agent.to_owned(), s.info.session_id.clone())),
-                )
+                .map(|m| m.m.session_id.as_str())
+                .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
                 .collect();
+            let sids: Vec<(&'static str, String)> =
+                sids.into_iter().map(|s| (b.agent, s.to_owned())).collect();
             let applied = writer.call(move |c| apply(c, &b))?;
             let mut r = report.lock().unwrap();
             match applied {
@@ -735,7 +778,7 @@ pub fn import(
                     r.prompts += a.prompts;
                     r.bad_lines += bad;
                     r.errors.extend(issues);
-                    sessions.lock().unwrap().extend(sids);
+                    sessions.extend(sids);
                 }
                 Err(e) => r.errors.push(FileError {
                     file,
@@ -753,7 +796,7 @@ pub fn import(
     let mut r = Arc::try_unwrap(report)
         .map(|m| m.into_inner().unwrap())
         .unwrap_or_else(|a| a.lock().unwrap().clone());
-    r.sessions = sessions.lock().unwrap().len() as u64;
+    r.sessions = sessions.len() as u64;
     Ok(r)
 }
 

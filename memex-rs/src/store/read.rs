@@ -27,6 +27,14 @@ fn like_escape(s: &str) -> String {
 }
 
 impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.agent.is_none()
+            && self.project.is_none()
+            && self.session.is_none()
+            && self.since.is_none()
+            && self.until.is_none()
+    }
+
     /// SQL conditions over `s` (sessions) and, when `ts_col` is given, a timestamp column;
     /// parameters are appended to `args`.
     pub fn sql(&self, ts_col: Option<&str>, args: &mut Vec<Sql>) -> String {
