@@ -181,13 +181,13 @@ impl Emit {
 /// Shared incremental JSONL loop: restores the adapter state from the cursor (or starts over
 /// when the file shrank or its head changed), hands every complete, decodable line to
 /// `on_record`, reports the others, stamps line/seq/raw on what the record produced, and
-/// returns the new cursor with the state.
+/// returns the output (whose cursor holds the state) together with the state itself.
 pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
     path: &Path,
     cursor: &Cursor,
     max_bytes: usize,
     mut on_record: impl FnMut(&mut S, &mut Emit, Record<'_>),
-) -> Result<ParseOutput, ParseError> {
+) -> Result<(ParseOutput, S), ParseError> {
     let io = |source| ParseError::Io {
         path: path.to_owned(),
         source,
@@ -287,7 +287,7 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
     emit.out.bytes = consumed;
     emit.out.at_end = chunk.at_end;
     emit.out.pending_tail = pending_tail;
-    Ok(emit.out)
+    Ok((emit.out, state))
 }
 
 /// Whether the file at `path` is still the one the cursor was made for: not shorter, same head.

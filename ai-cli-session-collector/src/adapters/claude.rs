@@ -122,10 +122,9 @@ impl ConversationAdapter for ClaudeAdapter {
     ) -> Result<ParseOutput, ParseError> {
         let role = file_role(path);
         let mut info = SessionInfo::default();
-        let mut out = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
+        let (mut out, st) = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
             handle(&role, st, emit, rec, &mut info);
         })?;
-        let st: State = serde_json::from_value(out.cursor.state.clone()).unwrap_or_default();
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             if matches!(role, FileRole::SubAgent { .. }) {

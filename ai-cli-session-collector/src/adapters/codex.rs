@@ -58,10 +58,9 @@ impl ConversationAdapter for CodexAdapter {
     ) -> Result<ParseOutput, ParseError> {
         let fallback_id = session_id_from_name(path);
         let mut info = SessionInfo::default();
-        let mut out = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
+        let (mut out, st) = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
             handle(st, emit, rec, &mut info, &fallback_id);
         })?;
-        let st: State = serde_json::from_value(out.cursor.state.clone()).unwrap_or_default();
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             info.is_subagent = st.subagent;

@@ -65,14 +65,13 @@ impl ConversationAdapter for GeminiAdapter {
     ) -> Result<ParseOutput, ParseError> {
         let ctx = FileContext::new(root, path);
         let mut info = SessionInfo::default();
-        let mut out = if path.extension().is_some_and(|e| e == "json") {
+        let (mut out, st) = if path.extension().is_some_and(|e| e == "json") {
             parse_document(&ctx, path, cursor, &mut info)?
         } else {
             drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
                 jsonl_record(&ctx, st, emit, rec, &mut info);
             })?
         };
-        let st: State = serde_json::from_value(out.cursor.state.clone()).unwrap_or_default();
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             info.project_path.clone_from(&ctx.project_path);
@@ -199,16 +198,7 @@ fn jsonl_record(
             return;
         }
         session_fields(st, set, info);
-        let sid = ensure_session(st, ctx);
-        let mut m = blank(
-            AGENT,
-            &sid,
-            format!("L{}", rec.line),
-            Role::System,
-            MessageKind::Meta,
-        );
-        m.prompt_number = st.prompt;
-        emit.push(m);
+        record_meta(ctx, st, emit, &rec, String::new());
         if let Some(list) = set.get("messages") {
             match list.as_array() {
                 Some(list) => checkpoint(ctx, st, emit, list, info),
@@ -223,16 +213,7 @@ fn jsonl_record(
         let from = st.order.iter().position(|i| i == target).unwrap_or(0);
         let removed: Vec<String> = st.order.drain(from..).collect();
         deactivate(st, emit, &sid, removed);
-        let mut m = blank(
-            AGENT,
-            &sid,
-            format!("L{}", rec.line),
-            Role::System,
-            MessageKind::Meta,
-        );
-        m.prompt_number = st.prompt;
-        m.text = format!("rewind to {target}");
-        emit.push(m);
+        record_meta(ctx, st, emit, &rec, format!("rewind to {target}"));
         return;
     }
     if o.get("id").is_some_and(Value::is_string) && o.get("type").is_some() {
@@ -241,6 +222,11 @@ fn jsonl_record(
     }
     // Metadata line (normally the first).
     session_fields(st, v, info);
+    record_meta(ctx, st, emit, &rec, String::new());
+}
+
+/// The meta message that keeps a non-message record (metadata, `$set`, `$rewindTo`).
+fn record_meta(ctx: &FileContext, st: &mut State, emit: &mut Emit, rec: &Record<'_>, text: String) {
     let sid = ensure_session(st, ctx);
     let mut m = blank(
         AGENT,
@@ -250,6 +236,7 @@ fn jsonl_record(
         MessageKind::Meta,
     );
     m.prompt_number = st.prompt;
+    m.text = text;
     emit.push(m);
 }
 
@@ -573,7 +560,7 @@ fn parse_document(
     path: &Path,
     cursor: &Cursor,
     info: &mut SessionInfo,
-) -> Result<ParseOutput, ParseError> {
+) -> Result<(ParseOutput, State), ParseError> {
     let io = |source| ParseError::Io {
         path: path.to_owned(),
         source,
@@ -585,13 +572,14 @@ fn parse_document(
             .head
             .as_deref()
             .is_some_and(|h| reader::head_matches(path, h).unwrap_or(false));
+    let mut st: State = serde_json::from_value(cursor.state.clone()).unwrap_or_default();
     let mut out = ParseOutput {
         cursor: cursor.clone(),
         at_end: true,
         ..Default::default()
     };
     if unchanged || bytes.trim_ascii().is_empty() {
-        return Ok(out);
+        return Ok((out, st));
     }
     let doc = match reader::decode_json(&bytes) {
         Ok(d) if d.value.is_object() => d.value,
@@ -602,16 +590,15 @@ fn parse_document(
                 reason: "session document is not a JSON object".into(),
                 kept: false,
             });
-            return Ok(out);
+            return Ok((out, st));
         }
         Err(_) => {
             // Gemini rewrites the file in place without a temp file: a half-written document
             // is normal. Wait for the next change.
             out.pending_tail = true;
-            return Ok(out);
+            return Ok((out, st));
         }
     };
-    let mut st: State = serde_json::from_value(cursor.state.clone()).unwrap_or_default();
     let mut emit = Emit::default();
     session_fields(&mut st, &doc, info);
     let sid = ensure_session(&mut st, ctx);
@@ -623,7 +610,7 @@ fn parse_document(
         Role::System,
         MessageKind::Meta,
     );
-    m.raw = Some(bytes.clone());
+    m.raw = Some(bytes);
     emit.push(m);
     let list = doc
         .get("messages")
@@ -643,5 +630,5 @@ fn parse_document(
         head: Some(reader::head_fingerprint(path, len).map_err(io)?),
         state: serde_json::to_value(&st).unwrap_or_default(),
     };
-    Ok(out)
+    Ok((out, st))
 }
