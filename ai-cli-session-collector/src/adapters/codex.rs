@@ -195,6 +195,8 @@ fn session_meta(st: &mut State, p: &Value, ts: Option<&Value>, info: &mut Sessio
     st.start_ts = ts.and_then(parse_ts).or(Some(i64::MIN));
     if let Some(t) = ts.and_then(parse_ts) {
         info.started_at = Some(t);
+        // Pre-envelope files have no other timestamp: the session was active at least then.
+        info.updated_at = Some(info.updated_at.map_or(t, |u| u.max(t)));
     }
     if let Some(c) = string_of(p, "cwd") {
         info.project_path = Some(c.clone());

@@ -353,15 +353,19 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                 return Ok(());
             }
             for r in &rows {
+                let title = match (&r.title, &r.parent_session_id) {
+                    (Some(t), _) => one_line(t, 72),
+                    (None, Some(p)) => format!("(sub-agent of {})", one_line(p, 8)),
+                    (None, None) => String::new(),
+                };
                 writeln!(
                     out,
-                    "{}  {:<6} {:>5} msgs {:>3} prompts  {}  {}",
-                    r.updated_at.as_deref().unwrap_or("-"),
+                    "{:<16}  {:<6} {:>5} msgs {:>3} prompts  {}  {title}",
+                    short_time(r.updated_at.as_deref()),
                     r.agent,
                     r.messages,
                     r.prompts,
                     r.session_id,
-                    r.title.as_deref().unwrap_or("")
                 )?;
             }
         }
@@ -428,6 +432,22 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `2026-06-10T07:21:04.001Z` → `2026-06-10 07:21` for tables; `-` when unknown.
+fn short_time(iso: Option<&str>) -> String {
+    iso.and_then(|t| t.get(..16))
+        .map_or_else(|| "-".into(), |t| t.replacen('T', " ", 1))
+}
+
+/// The first `max` characters of `s` on one line, with `…` when cut.
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
 }
 
 fn status(ctx: &Ctx, json: bool) -> Result<()> {
