@@ -460,21 +460,37 @@ fn secrets_never_reach_the_archive() {
             );
         }
     }
+    // The stored original records, decompressed: redacted, still valid JSON.
+    let raw = h.memex(&["sessions", "show", s, "--raw"]);
+    assert!(raw.status.success());
+    let raws: Vec<&[u8]> = raw
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(raws.len(), 3);
+    for raw in raws {
+        let raw = String::from_utf8(raw.to_vec()).unwrap();
+        serde_json::from_str::<Value>(&raw).expect("redacted raw stays valid JSON");
+        for secret in [openai, github, aws, "221B Baker"] {
+            assert!(!raw.contains(secret), "{secret} in raw JSON");
+        }
+    }
     let conn = rusqlite::Connection::open(h.data_dir().join("memex.db")).unwrap();
-    let mut st = conn
-        .prepare("SELECT raw_z FROM messages WHERE raw_z IS NOT NULL")
-        .unwrap();
-    let raws: Vec<Vec<u8>> = st
+    let mut st = conn.prepare("SELECT data FROM raw_blocks").unwrap();
+    let blocks: Vec<Vec<u8>> = st
         .query_map([], |r| r.get(0))
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(raws.len(), 3);
-    for z in raws {
-        let raw = String::from_utf8(zstd::decode_all(&z[..]).unwrap()).unwrap();
-        serde_json::from_str::<Value>(&raw).expect("redacted raw stays valid JSON");
+    assert!(!blocks.is_empty());
+    for z in blocks {
+        let block = zstd::decode_all(&z[..]).unwrap();
         for secret in [openai, github, aws, "221B Baker"] {
-            assert!(!raw.contains(secret), "{secret} in raw JSON");
+            assert!(
+                !block.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} in a raw block"
+            );
         }
     }
     let status = h.json(&["status", "--json"]);
@@ -642,4 +658,85 @@ fn config_layers_and_bad_values() {
     .unwrap();
     let v = h.json(&["--config", cfg.to_str().unwrap(), "import", "--json"]);
     assert_eq!(v["messages"], 1);
+}
+
+/// Lossless: the records a session's files hold come back byte for byte (minus the lines that
+/// were reported bad), invalid UTF-8 included, sub-agent files under their parent.
+#[test]
+fn raw_records_round_trip_byte_for_byte() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    let lines = |rel: &str| -> Vec<Vec<u8>> {
+        std::fs::read(h.path().join(".claude/projects").join(rel))
+            .unwrap()
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let raw = |id: &str| -> Vec<Vec<u8>> {
+        let out = h.memex(&["sessions", "show", id, "--raw"]);
+        assert!(out.status.success());
+        out.stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let mut want = lines("-home-dev-demo-app/7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c.jsonl");
+    want.extend(lines("-home-dev-demo-app/7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c/subagents/agent-a1b2c3d4e5f60718.jsonl"));
+    let mut got = raw("7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c");
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    // Lines 3 and 4 of this file are bad and reported; the others, invalid UTF-8 and all, stay.
+    let bad = lines("-home-dev-demo-app/5c4b3a29-1807-4f6e-9d5c-4b3a29180706.jsonl");
+    let got = raw("5c4b3a29-1807-4f6e-9d5c-4b3a29180706");
+    assert_eq!(got, vec![bad[0].clone(), bad[1].clone(), bad[4].clone()]);
+    assert!(got[1].contains(&0xe9));
+}
+
+/// Among messages that contain every word, the ones where the words matter most come first.
+#[test]
+fn search_ranks_by_relevance_and_requires_every_word() {
+    let h = Home::empty();
+    let s = "66666666-2222-4333-8444-555555555555";
+    let filler = "the build ran the usual steps and printed the usual lines ".repeat(30);
+    h.write_claude(
+        "/home/dev/app",
+        s,
+        &[
+            claude_prompt(
+                s,
+                "long",
+                "/home/dev/app",
+                &format!("{filler} pelican {filler}"),
+            ),
+            claude_answer(
+                s,
+                "dense",
+                "/home/dev/app",
+                "pelican pelican: the pelican parser fails on pelican input",
+            ),
+            claude_prompt(s, "other", "/home/dev/app", "flamingo parser notes"),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    let v = h.json(&["search", "pelican", "--json"]);
+    let ids: Vec<&str> = search_hits(&v)
+        .iter()
+        .map(|x| x["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["dense", "long"]);
+    let scores: Vec<f64> = search_hits(&v)
+        .iter()
+        .map(|x| x["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores[0] > scores[1], "{scores:?}");
+    let both = h.json(&["search", "pelican parser", "--json"]);
+    let ids: Vec<&str> = search_hits(&both)
+        .iter()
+        .map(|x| x["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["dense"], "every word is required");
 }

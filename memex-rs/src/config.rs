@@ -39,7 +39,7 @@ pub struct StoreSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImportSettings {
-    /// Parser threads; 0 = one per CPU.
+    /// Parser threads; 0 = one per CPU but one, which is left to the writer.
     pub threads: usize,
     /// Bytes of transcript per write transaction.
     pub batch_bytes: usize,
@@ -241,7 +241,10 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     if s.import.threads > 256 {
         return bad(
             "import.threads",
-            format!("accepts 0 (one per CPU) to 256, got {}", s.import.threads),
+            format!(
+                "accepts 0 (one per CPU but one) to 256, got {}",
+                s.import.threads
+            ),
         );
     }
     if !(64 << 10..=256 << 20).contains(&s.import.batch_bytes) {
@@ -307,7 +310,10 @@ impl Settings {
 
     pub fn import_threads(&self) -> usize {
         match self.import.threads {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            // The writer thread is the bottleneck; parsers must not take its core.
+            0 => {
+                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+            }
             n => n,
         }
     }

@@ -450,9 +450,16 @@ fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
     ]
 }
 
-fn import(corpus: &Path, data: &Path, threads: usize) {
+fn import(corpus: &Path, data: &Path, threads: usize, pre: Option<String>) {
     let registry = Arc::new(AdapterRegistry::new());
     let (writer, handle) = store::Writer::start(data).unwrap();
+    if let Some(sql) = pre {
+        // Tuning experiments: settings applied on the writer connection before the import.
+        writer
+            .call(move |c| c.execute_batch(&sql))
+            .unwrap()
+            .unwrap();
+    }
     let jobs = ingest::discover(&registry, &roots(corpus));
     let opts = ingest::IngestOptions {
         redact: true,
@@ -575,7 +582,11 @@ fn main() {
         Some("import") => import(
             &path("--corpus"),
             &path("--data"),
-            arg("--threads").map_or(2, |t| t.parse().expect("--threads N")),
+            arg("--threads").map_or_else(
+                || memex::config::Settings::default().import_threads(),
+                |t| t.parse().expect("--threads N"),
+            ),
+            arg("--pre"),
         ),
         Some("search") => bench_search(
             &path("--corpus"),

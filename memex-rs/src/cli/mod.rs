@@ -105,6 +105,9 @@ pub enum SessionsCommand {
         id: String,
         #[arg(long)]
         json: bool,
+        /// Print the original transcript records (redacted) instead, one per line.
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
     },
 }
 
@@ -369,7 +372,7 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                 )?;
             }
         }
-        SessionsCommand::Show { id, json } => {
+        SessionsCommand::Show { id, json, raw } => {
             let Some(s) = read::find_session(&conn, &id)? else {
                 return Err(UserError {
                     message: format!("no session `{id}`"),
@@ -378,6 +381,13 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                 }
                 .into());
             };
+            if raw {
+                for record in read::raw_records(&conn, s.pk)? {
+                    out.write_all(&record)?;
+                    out.write_all(b"\n")?;
+                }
+                return Ok(());
+            }
             let messages = read::session_messages(&conn, s.pk)?;
             let usage = read::session_usage(&conn, s.pk)?;
             if json {

@@ -34,9 +34,46 @@ pub struct Prepared {
     pub text: Option<String>,
     pub text_z: Option<Vec<u8>>,
     pub tool_input: Option<String>,
-    pub raw_z: Option<Vec<u8>>,
+    /// The record's bytes (redacted), until [`pack_raw`] moves them into a block.
+    pub raw: Option<Vec<u8>>,
+    pub raw_ref: Option<RawRef>,
     pub index: Option<String>,
     pub redactions: u32,
+}
+
+/// Where a record's bytes are in the batch's raw blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRef {
+    pub block: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// Raw records are packed into blocks of about this size before compression.
+const RAW_BLOCK_BYTES: usize = 128 << 10;
+
+/// Moves the records' bytes into zstd blocks (in message order) and points each message at its
+/// bytes. Runs on the parser threads.
+pub fn pack_raw(messages: &mut [Prepared]) -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    for p in messages.iter_mut() {
+        let Some(raw) = p.raw.take() else { continue };
+        if !buf.is_empty() && buf.len() + raw.len() > RAW_BLOCK_BYTES {
+            blocks.push(zstd_bytes(&buf));
+            buf.clear();
+        }
+        p.raw_ref = Some(RawRef {
+            block: blocks.len(),
+            offset: buf.len(),
+            len: raw.len(),
+        });
+        buf.extend_from_slice(&raw);
+    }
+    if !buf.is_empty() {
+        blocks.push(zstd_bytes(&buf));
+    }
+    blocks
 }
 
 /// A session as the adapter described it, plus what the filesystem says about its project.
@@ -55,6 +92,8 @@ pub struct Batch {
     pub seen: Option<(u64, i64)>,
     pub cursor: Cursor,
     pub messages: Vec<Prepared>,
+    /// zstd blocks holding the messages' raw records (see [`RawRef`]).
+    pub raw_blocks: Vec<Vec<u8>>,
     pub sessions: Vec<PreparedSession>,
     pub edits: Vec<Edit>,
     pub issues: Vec<ParseIssue>,
@@ -185,7 +224,9 @@ pub fn ingest_file(
             })?;
         let progressed = out.cursor.offset != cursor.offset || !out.messages.is_empty();
         let at_end = out.at_end;
-        let messages = out.messages.into_iter().map(|m| prepare(m, opts)).collect();
+        let mut messages: Vec<Prepared> =
+            out.messages.into_iter().map(|m| prepare(m, opts)).collect();
+        let raw_blocks = pack_raw(&mut messages);
         let sessions = out
             .sessions
             .into_iter()
@@ -212,6 +253,7 @@ pub fn ingest_file(
             seen: at_end.then_some((size, mtime)),
             cursor: out.cursor,
             messages,
+            raw_blocks,
             sessions,
             edits: out.edits,
             issues: out.issues,
@@ -273,7 +315,8 @@ pub fn prepare(mut m: ParsedMessage, opts: &IngestOptions) -> Prepared {
         text,
         text_z,
         tool_input,
-        raw_z: raw.map(|r| zstd_bytes(&r)),
+        raw,
+        raw_ref: None,
         index,
         redactions,
     }
@@ -340,6 +383,14 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     }
     let mut applied = Applied::default();
     let mut touched: HashSet<i64> = session_pk.values().copied().collect();
+    let mut block_ids = Vec::with_capacity(b.raw_blocks.len());
+    {
+        let mut st = tx.prepare_cached("INSERT INTO raw_blocks (data) VALUES (?1)")?;
+        for block in &b.raw_blocks {
+            st.execute([block])?;
+            block_ids.push(tx.last_insert_rowid());
+        }
+    }
     let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
     let mut fts_ins =
         tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
@@ -354,7 +405,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 pk
             }
         };
-        let row = MessageParams::new(pk, file_id, p);
+        let row = MessageParams::new(pk, file_id, p, &block_ids);
         let n = ins.execute(&row.values()[..])?;
         if n == 1 {
             let rowid = tx.last_insert_rowid();
@@ -435,9 +486,9 @@ const INSERT_MESSAGE: &str =
     line, seq, parent_id, role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z,
     tool_name, tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
     cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain, inherited,
-    duplicate, active, redactions, raw_z)
+    duplicate, active, redactions, raw_block, raw_offset, raw_len)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31)";
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31, ?32, ?33)";
 
 /// Replaces the content of a stored message with a newer copy, when anything changed. Same
 /// parameter numbering as [`INSERT_MESSAGE`] (SQLite counts parameters by the highest index,
@@ -448,11 +499,12 @@ const UPDATE_MESSAGE: &str = "UPDATE messages SET role = ?7, kind = ?8, ts = COA
     output_tokens = COALESCE(?22, output_tokens), cache_read_tokens = COALESCE(?23, cache_read_tokens),
     cache_creation_tokens = COALESCE(?24, cache_creation_tokens),
     reasoning_tokens = COALESCE(?25, reasoning_tokens), active = 1,
-    raw_z = COALESCE(?31, raw_z), redactions = MAX(redactions, ?30)
+    raw_block = COALESCE(?31, raw_block), raw_offset = COALESCE(?32, raw_offset),
+    raw_len = COALESCE(?33, raw_len), redactions = MAX(redactions, ?30)
   WHERE session_pk = ?1 AND message_id = ?2
     AND (text IS NOT ?14 OR text_z IS NOT ?15 OR kind IS NOT ?8 OR active = 0
          OR output_tokens IS NOT COALESCE(?22, output_tokens) OR tool_input IS NOT ?18
-         OR is_error IS NOT ?19 OR raw_z IS NOT COALESCE(?31, raw_z))";
+         OR is_error IS NOT ?19)";
 
 /// One prepared message as SQL parameters, for [`INSERT_MESSAGE`] and [`UPDATE_MESSAGE`].
 struct MessageParams<'a> {
@@ -467,10 +519,11 @@ struct MessageParams<'a> {
     call_id: Option<&'a str>,
     is_error: bool,
     usage: [Option<i64>; 5],
+    raw: [Option<i64>; 3],
 }
 
 impl<'a> MessageParams<'a> {
-    fn new(pk: i64, file_id: i64, p: &'a Prepared) -> Self {
+    fn new(pk: i64, file_id: i64, p: &'a Prepared, block_ids: &[i64]) -> Self {
         let m = &p.m;
         let u = m.usage;
         let n = |f: fn(&ai_cli_session_collector::Usage) -> u64| u.as_ref().map(|u| f(u) as i64);
@@ -496,10 +549,18 @@ impl<'a> MessageParams<'a> {
                 n(|u| u.cache_creation_tokens),
                 n(|u| u.reasoning_tokens),
             ],
+            raw: match p.raw_ref {
+                Some(r) => [
+                    Some(block_ids[r.block]),
+                    Some(r.offset as i64),
+                    Some(r.len as i64),
+                ],
+                None => [None; 3],
+            },
         }
     }
 
-    fn values(&self) -> [&dyn rusqlite::ToSql; 31] {
+    fn values(&self) -> [&dyn rusqlite::ToSql; 33] {
         let (p, m) = (self.p, &self.p.m);
         [
             &self.pk,
@@ -532,7 +593,9 @@ impl<'a> MessageParams<'a> {
             &m.flags.inherited,
             &m.flags.duplicate,
             &p.redactions,
-            &p.raw_z,
+            &self.raw[0],
+            &self.raw[1],
+            &self.raw[2],
         ]
     }
 }

@@ -24,7 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[(
 )];
 
 /// Texts longer than this are stored zstd-compressed.
-pub const COMPRESS_TEXT_ABOVE: usize = 1024;
+pub const COMPRESS_TEXT_ABOVE: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -124,12 +124,42 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
-pub fn zstd_bytes(b: &[u8]) -> Vec<u8> {
-    zstd::bulk::compress(b, 3).unwrap_or_else(|_| b.to_vec())
+thread_local! {
+    /// Creating a zstd context costs more than compressing a short text: one per thread.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
+pub fn zstd_bytes(b: &[u8]) -> Vec<u8> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = zstd::bulk::Compressor::new(3).ok();
+        }
+        c.as_mut()
+            .and_then(|c| c.compress(b).ok())
+            .unwrap_or_else(|| zstd::bulk::compress(b, 3).unwrap_or_else(|_| b.to_vec()))
+    })
+}
+
+thread_local! {
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses what [`zstd_bytes`] wrote (its frames record their size); empty on corruption.
 pub fn unzstd_bytes(b: &[u8]) -> Vec<u8> {
-    zstd::stream::decode_all(b).unwrap_or_default()
+    let size = zstd::zstd_safe::get_frame_content_size(b).ok().flatten();
+    let fast = size.and_then(|size| {
+        DECOMPRESSOR.with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = zstd::bulk::Decompressor::new().ok();
+            }
+            d.as_mut()?.decompress(b, size as usize).ok()
+        })
+    });
+    fast.unwrap_or_else(|| zstd::stream::decode_all(b).unwrap_or_default())
 }
 
 fn unzstd_text(b: &[u8]) -> String {
@@ -151,6 +181,9 @@ impl Writer {
     /// next batch, few enough that queued batches stay a small, bounded amount of memory.
     pub fn start(data_dir: &Path) -> Result<(Writer, thread::JoinHandle<()>)> {
         let mut conn = open(data_dir)?;
+        // Checkpoint the WAL every 32 MiB instead of 4: pages rewritten by consecutive batches
+        // (index roots, FTS segments being merged) are copied to the database once.
+        conn.pragma_update(None, "wal_autocheckpoint", 8192)?;
         let (tx, rx) = mpsc::sync_channel::<Job>(4);
         let handle = thread::Builder::new()
             .name("memex-writer".into())

@@ -261,6 +261,37 @@ pub fn session_messages(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<Mess
     .collect()
 }
 
+/// The original records of a session (redacted), in the order their messages are shown: what
+/// the agent wrote, byte for byte. Each block is decompressed once however many records it holds.
+pub fn raw_records(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<Vec<u8>>> {
+    let mut st = conn.prepare(
+        "SELECT m.raw_block, m.raw_offset, m.raw_len FROM messages m
+         WHERE m.session_pk = ?1 AND m.raw_block IS NOT NULL
+         ORDER BY m.source_file_id, m.raw_block, m.raw_offset",
+    )?;
+    let refs: Vec<(i64, usize, usize)> = st
+        .query_map([pk], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, i64>(1)? as usize,
+                r.get::<_, i64>(2)? as usize,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut block_st = conn.prepare_cached("SELECT data FROM raw_blocks WHERE id = ?1")?;
+    let mut cached: Option<(i64, Vec<u8>)> = None;
+    let mut out = Vec::with_capacity(refs.len());
+    for (block, offset, len) in refs {
+        if cached.as_ref().is_none_or(|(id, _)| *id != block) {
+            let z: Vec<u8> = block_st.query_row([block], |r| r.get(0))?;
+            cached = Some((block, super::unzstd_bytes(&z)));
+        }
+        let data = &cached.as_ref().expect("just filled").1;
+        out.push(data.get(offset..offset + len).unwrap_or_default().to_vec());
+    }
+    Ok(out)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentCount {
     pub agent: String,
