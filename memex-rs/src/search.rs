@@ -1,11 +1,15 @@
 //! Search over the archive. One function serves the CLI (and later HTTP and MCP).
 //!
-//! Raw level (L0): FTS5 with bm25 ranking. bm25 is computed for every row a MATCH visits, so
-//! ranking all matches of a common word does not scale to a million messages (PERF-NOTES.md).
-//! The query therefore walks matches newest first (rowid order, which FTS5 serves without
-//! sorting), stops after [`CANDIDATES`] rows that pass the filters, and ranks those by bm25.
-//! Rare terms are ranked exactly; for common terms the best of the most recent matches win,
-//! which is what someone asking their agent's memory usually wants.
+//! Raw level (L0): FTS5 finds the matching messages, newest first (rowid order, which FTS5
+//! serves lazily, so this costs well under a millisecond even for common words at a million
+//! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25.
+//! FTS5's own `bm25()` is not used: before ranking a single row it counts every document that
+//! contains each phrase, a scan of the whole doclist that costs 5–30 ms for common words
+//! (BENCHMARKS.md). Here a term's document frequency is counted up to [`DF_CAP`] (exact for
+//! rare terms, saturated for common ones, which carry little weight either way), and term
+//! frequencies and lengths come from the candidates' own text. Rare terms are ranked over all
+//! their matches; for common terms the best of the most recent matches win, which is what
+//! someone asking their agent's memory usually wants.
 
 use rusqlite::{Connection, params_from_iter, types::Value as Sql};
 use serde::Serialize;
@@ -14,7 +18,10 @@ use crate::store::fts;
 use crate::store::read::{Filter, iso};
 
 /// How many newest matching rows are ranked.
-pub const CANDIDATES: usize = 2000;
+pub const CANDIDATES: usize = 300;
+
+/// Document frequencies are counted up to this many matches.
+pub const DF_CAP: usize = 5_000;
 
 #[derive(Debug, Clone, Default)]
 pub struct SearchParams {
@@ -59,6 +66,9 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
     if terms.is_empty() {
         return Ok(SearchResponse { results: vec![] });
     }
+    // One read transaction for the whole search: one snapshot, and one lock instead of one per
+    // statement.
+    let tx = conn.unchecked_transaction()?;
     let mut args = vec![Sql::Text(fts::match_expr(&terms))];
     let cond = p.filter.sql(Some("m.ts"), &mut args);
     let join = if p.filter.is_empty() {
@@ -67,43 +77,87 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk".into()
     };
     let sql = format!(
-        "SELECT messages_fts.rowid, bm25(messages_fts) FROM messages_fts {join}
+        "SELECT messages_fts.rowid FROM messages_fts {join}
          WHERE messages_fts MATCH ?1 AND {cond}
          ORDER BY messages_fts.rowid DESC LIMIT {CANDIDATES}"
     );
-    let mut st = conn.prepare_cached(&sql)?;
-    let mut cands: Vec<(i64, f64)> = st
-        .query_map(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))?
+    let mut st = tx.prepare_cached(&sql)?;
+    let rowids: Vec<i64> = st
+        .query_map(params_from_iter(args), |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    // bm25: lower is better; ties go to the newer message.
-    cands.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-    cands.truncate(p.limit);
+    if rowids.is_empty() {
+        return Ok(SearchResponse { results: vec![] });
+    }
 
-    let mut detail = conn.prepare_cached(
+    // BM25 over the candidates (k1 = 1.2, b = 0.75).
+    let total: f64 = tx
+        .query_row("SELECT MAX(rowid) FROM messages_fts", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })?
+        .unwrap_or(1) as f64;
+    let mut df_st = tx.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT {DF_CAP})"
+    ))?;
+    let mut weighted = Vec::with_capacity(terms.len());
+    for t in &terms {
+        let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
+        let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
+        if let Some(re) = t.regex() {
+            weighted.push((re, idf));
+        }
+    }
+    let mut detail = tx.prepare_cached(
         "SELECT s.session_id, m.message_id, s.agent, COALESCE(s.project_path, m.cwd), m.role, m.kind,
                 m.prompt_number, m.ts, COALESCE(m.text, memex_unzstd(m.text_z))
          FROM messages m JOIN sessions s ON s.id = m.session_pk WHERE m.id = ?1",
     )?;
-    let mut results = Vec::with_capacity(cands.len());
-    for (rowid, rank) in cands {
+    let mut hits: Vec<(Hit, String, usize)> = Vec::with_capacity(rowids.len());
+    for rowid in rowids {
         let hit = detail.query_row([rowid], |r| {
             let text: Option<String> = r.get(8)?;
-            Ok(Hit {
-                session_id: r.get(0)?,
-                message_id: r.get(1)?,
-                agent: r.get(2)?,
-                project: r.get(3)?,
-                role: r.get(4)?,
-                kind: r.get(5)?,
-                prompt_number: r.get(6)?,
-                timestamp: iso(r.get(7)?),
-                snippet: fts::snippet(text.as_deref().unwrap_or(""), &terms, 200),
-                score: -rank,
-                level: "raw",
-            })
+            Ok((
+                Hit {
+                    session_id: r.get(0)?,
+                    message_id: r.get(1)?,
+                    agent: r.get(2)?,
+                    project: r.get(3)?,
+                    role: r.get(4)?,
+                    kind: r.get(5)?,
+                    prompt_number: r.get(6)?,
+                    timestamp: iso(r.get(7)?),
+                    snippet: String::new(),
+                    score: 0.0,
+                    level: "raw",
+                },
+                text.unwrap_or_default(),
+            ))
         })?;
-        results.push(hit);
+        // Length in bytes: BM25 only needs lengths relative to the average.
+        let len = hit.1.len().max(1);
+        hits.push((hit.0, hit.1, len));
     }
+    let avg = hits.iter().map(|h| h.2).sum::<usize>() as f64 / hits.len() as f64;
+    for (hit, text, len) in &mut hits {
+        let norm = 1.2 * (0.25 + 0.75 * *len as f64 / avg);
+        hit.score = weighted
+            .iter()
+            .map(|(re, idf)| {
+                let tf = re.find_iter(text).count().max(1) as f64;
+                idf * tf * 2.2 / (tf + norm)
+            })
+            .sum();
+    }
+    // Best first; among equals the newer message (candidates arrive newest first, and the
+    // sort is stable).
+    hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+    hits.truncate(p.limit);
+    let results = hits
+        .into_iter()
+        .map(|(mut hit, text, _)| {
+            hit.snippet = fts::snippet(&text, &terms, 200);
+            hit
+        })
+        .collect();
     Ok(SearchResponse { results })
 }
 

@@ -156,6 +156,22 @@ fn term(chunk: &str, prefix: bool) -> Option<Term> {
     })
 }
 
+impl Term {
+    /// A case-insensitive regex that finds this term in a message's text (the words of a
+    /// phrase separated by anything that is not a letter or digit), for counting occurrences.
+    pub fn regex(&self) -> Option<regex::Regex> {
+        let words: Vec<String> = self.literal.split(' ').map(regex::escape).collect();
+        let mut pattern = words.join(r"[^\p{L}\p{N}]+");
+        if self.fts.ends_with('*') {
+            pattern.push_str(r"[\p{L}\p{N}]*");
+        }
+        regex::RegexBuilder::new(&pattern)
+            .case_insensitive(true)
+            .build()
+            .ok()
+    }
+}
+
 /// The FTS5 MATCH expression for `terms` (all required).
 pub fn match_expr(terms: &[Term]) -> String {
     terms
