@@ -18,6 +18,8 @@ pub struct Settings {
     pub sources: BTreeMap<String, Vec<String>>,
     pub store: StoreSettings,
     pub import: ImportSettings,
+    pub watch: WatchSettings,
+    pub api: ApiSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -43,6 +45,52 @@ pub struct ImportSettings {
     pub threads: usize,
     /// Bytes of transcript per write transaction.
     pub batch_bytes: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchSettings {
+    /// Poll the roots instead of subscribing to file-system events (network file systems).
+    pub poll: bool,
+    /// How often to poll, when polling.
+    pub poll_interval_ms: u64,
+    /// A burst of changes is gathered until the files have been quiet this long.
+    pub debounce_ms: u64,
+    /// A session with no new message for this long gets its idle event.
+    pub idle_minutes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// Address of the HTTP API.
+    pub bind: String,
+    /// When set, every request needs `Authorization: Bearer <token>`; required for a
+    /// non-loopback bind. From the environment: MEMEX_API_TOKEN.
+    pub token: String,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            poll: false,
+            poll_interval_ms: 2000,
+            debounce_ms: 50,
+            idle_minutes: 5,
+        }
+    }
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        ApiSettings {
+            bind: "127.0.0.1:10013".into(),
+            token: String::new(),
+            max_body_bytes: 1 << 20,
+        }
+    }
 }
 
 impl Default for DataSettings {
@@ -83,6 +131,8 @@ impl Default for Settings {
             sources,
             store: StoreSettings::default(),
             import: ImportSettings::default(),
+            watch: WatchSettings::default(),
+            api: ApiSettings::default(),
         }
     }
 }
@@ -202,6 +252,7 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
                 message: e.to_string(),
             })?;
     settings.data.dir = expand(&settings.data.dir, inputs.home, inputs.env);
+    settings.api.token = expand(&settings.api.token, inputs.home, inputs.env);
     for roots in settings.sources.values_mut() {
         for r in roots.iter_mut() {
             *r = expand(r, inputs.home, inputs.env);
@@ -245,6 +296,42 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
                 "accepts 0 (one per CPU but one) to 256, got {}",
                 s.import.threads
             ),
+        );
+    }
+    let range = |key: &str, v: u64, lo: u64, hi: u64| {
+        if (lo..=hi).contains(&v) {
+            Ok(())
+        } else {
+            bad(key, format!("accepts {lo} to {hi}, got {v}"))
+        }
+    };
+    range(
+        "watch.poll_interval_ms",
+        s.watch.poll_interval_ms,
+        100,
+        3_600_000,
+    )?;
+    range("watch.debounce_ms", s.watch.debounce_ms, 0, 10_000)?;
+    range("watch.idle_minutes", s.watch.idle_minutes, 1, 10_080)?;
+    range(
+        "api.max_body_bytes",
+        s.api.max_body_bytes as u64,
+        1024,
+        64 << 20,
+    )?;
+    if let Err(e) = s.api.bind.parse::<std::net::SocketAddr>() {
+        return bad(
+            "api.bind",
+            format!(
+                "expects an address and port such as 127.0.0.1:10013, got `{}` ({e})",
+                s.api.bind
+            ),
+        );
+    }
+    if s.api.token.chars().any(|c| c.is_control() || c == ' ') {
+        return bad(
+            "api.token",
+            "must not contain spaces or control characters".into(),
         );
     }
     if !(64 << 10..=256 << 20).contains(&s.import.batch_bytes) {
@@ -306,6 +393,15 @@ impl Settings {
                 roots.into_iter().map(move |r| (a.name().to_owned(), r))
             })
             .collect()
+    }
+
+    /// The settings as `memex config` shows them: secrets replaced by `(set)`.
+    pub fn for_display(&self) -> Settings {
+        let mut s = self.clone();
+        if !s.api.token.is_empty() {
+            s.api.token = "(set)".into();
+        }
+        s
     }
 
     pub fn import_threads(&self) -> usize {

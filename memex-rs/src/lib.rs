@@ -1,11 +1,16 @@
 //! Memex: a lossless, searchable archive of AI coding-agent conversations.
 //!
 //! Modules, one per layer: [`store`] (SQLite L0 archive, ingest, FTS), [`search`] (the one
-//! search function every interface calls), [`config`] (settings resolution) and [`cli`] (the
-//! `memex` commands). Parsing of transcript formats lives in the `ai-cli-session-collector`
+//! search function every interface calls), [`watch`] (file-system events), [`service`] (the
+//! `memex serve` components), [`api`] (HTTP), [`config`] (settings resolution), [`logging`]
+//! and [`cli`] (the `memex` commands). Parsing of transcript formats lives in the `ai-cli-session-collector`
 //! crate; this crate only ever sees its unified messages.
 
+pub mod api;
 pub mod cli;
 pub mod config;
+pub mod logging;
 pub mod search;
+pub mod service;
 pub mod store;
+pub mod watch;

@@ -6,13 +6,6 @@ use memex::cli::{self, UserError};
 
 fn main() {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MEMEX_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     if let Err(e) = cli::run(cli) {
         let (code, hint) = match e.downcast_ref::<UserError>() {
             Some(u) => (u.code, u.hint.clone()),

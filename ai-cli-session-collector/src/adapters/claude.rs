@@ -508,3 +508,45 @@ fn assistant_record(
         push(emit, m);
     }
 }
+
+/// Claude Code deletes transcripts older than this many days unless `cleanupPeriodDays` in its
+/// settings says otherwise.
+pub const DEFAULT_CLEANUP_DAYS: i64 = 30;
+
+/// Claude Code's transcript retention on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleanup {
+    /// The settings file consulted.
+    pub settings: PathBuf,
+    /// `cleanupPeriodDays` as set, or `None` when the default applies.
+    pub configured: Option<i64>,
+}
+
+impl Cleanup {
+    /// The retention in days that applies.
+    pub fn days(&self) -> i64 {
+        self.configured.unwrap_or(DEFAULT_CLEANUP_DAYS)
+    }
+}
+
+/// Reads `cleanupPeriodDays` from each Claude Code config folder that exists
+/// (`$CLAUDE_CONFIG_DIR`, else `~/.claude` and `~/.config/claude`).
+pub fn cleanup_settings(env: &Env) -> Vec<Cleanup> {
+    ClaudeAdapter
+        .default_roots(env)
+        .into_iter()
+        .filter_map(|projects| projects.parent().map(Path::to_owned))
+        .filter(|dir| dir.is_dir())
+        .map(|dir| {
+            let settings = dir.join("settings.json");
+            let configured = std::fs::read(&settings)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v.get("cleanupPeriodDays").and_then(|d| d.as_i64()));
+            Cleanup {
+                settings,
+                configured,
+            }
+        })
+        .collect()
+}

@@ -468,7 +468,8 @@ fn import(corpus: &Path, data: &Path, threads: usize, pre: Option<String>) {
         threads,
     };
     let t = Instant::now();
-    let rep = ingest::import(&writer, data, registry, jobs, &opts, &|_| {}).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let rep = ingest::import(&writer, data, registry, jobs, &opts, &stop, &|_| {}).unwrap();
     let secs = t.elapsed().as_secs_f64();
     writer
         .call(|c| c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"))

@@ -34,6 +34,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the service: backfill, watch every agent's transcripts, serve the HTTP API.
+    Serve(ServeArgs),
     /// Import every transcript of every agent into the archive (safe to run again).
     Import(ImportArgs),
     /// Full-text search over every stored message.
@@ -53,6 +55,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address of the HTTP API (default: [api] bind, 127.0.0.1:10013; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -141,6 +150,9 @@ pub fn load(cli: &Cli) -> Result<Ctx> {
     if let Some(d) = &cli.data_dir {
         overrides.push(("data.dir".to_owned(), d.display().to_string()));
     }
+    if let Command::Serve(ServeArgs { bind: Some(b) }) = &cli.command {
+        overrides.push(("api.bind".to_owned(), b.clone()));
+    }
     let resolved = config::resolve(config::Inputs {
         home: &env.home,
         env: &env.vars,
@@ -158,7 +170,11 @@ pub fn load(cli: &Cli) -> Result<Ctx> {
 
 pub fn run(cli: Cli) -> Result<()> {
     let ctx = load(&cli)?;
+    let serving = matches!(cli.command, Command::Serve(_));
+    let logs = serving.then(|| ctx.resolved.settings.data_dir().join("logs"));
+    crate::logging::init(&ctx.env, logs.as_deref());
     match cli.command {
+        Command::Serve(_) => serve(&ctx),
         Command::Import(a) => import(&ctx, a),
         Command::Search(a) => search_cmd(&ctx, a),
         Command::Sessions { command } => sessions(&ctx, command),
@@ -195,6 +211,18 @@ fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
         .filter(|(agent, root)| a.agent.as_ref().is_none_or(|x| x == agent) && root.is_dir())
         .collect();
     let data_dir = s.data_dir();
+    let _lock = store::lock::acquire(&data_dir, "memex import").map_err(|e| match e {
+        store::lock::LockError::Held { .. } => UserError {
+            message: e.to_string(),
+            hint: Some(
+                "a running `memex serve` keeps the archive current by itself; stop it to import by hand"
+                    .into(),
+            ),
+            code: 3,
+        }
+        .into(),
+        other => anyhow::Error::from(other),
+    })?;
     let (writer, handle) = store::Writer::start(&data_dir)
         .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
     let jobs = ingest::discover(&registry, &roots);
@@ -217,7 +245,8 @@ fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
         b
     });
     let started = std::time::Instant::now();
-    let report = ingest::import(&writer, &data_dir, registry, jobs, &opts, &|p| {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let report = ingest::import(&writer, &data_dir, registry, jobs, &opts, &stop, &|p| {
         if let Some(b) = &bar {
             match p {
                 ingest::Progress::Total { bytes, .. } => b.set_length(bytes),
@@ -270,6 +299,79 @@ fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn serve(ctx: &Ctx) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let registry = AdapterRegistry::new();
+    let bind: std::net::SocketAddr = s.api.bind.parse().context("api.bind")?;
+    let cfg = crate::service::ServeConfig {
+        settings: s.clone(),
+        roots: s.roots(&registry, &ctx.env),
+        bind,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("memex-rt")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let res = runtime.block_on(crate::service::run(cfg, shutdown_signal(), |addr| {
+        eprintln!(
+            "memex serve: listening on http://{addr} (pid {})",
+            std::process::id()
+        );
+    }));
+    // Leave without waiting for stray blocking reads of the API.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    res.map_err(|e| match e {
+        crate::service::ServeError::Lock(store::lock::LockError::Held { .. }) => UserError {
+            message: e.to_string(),
+            hint: Some("stop that process first, or give this one another --data-dir".into()),
+            code: 3,
+        }
+        .into(),
+        crate::service::ServeError::NoToken(_) => UserError {
+            message: e.to_string(),
+            hint: Some(
+                "set MEMEX_API_TOKEN (clients then send `Authorization: Bearer <token>`), or bind to 127.0.0.1"
+                    .into(),
+            ),
+            code: 2,
+        }
+        .into(),
+        crate::service::ServeError::Bind { .. } => UserError {
+            hint: Some("another program uses that port: pick another with --bind 127.0.0.1:PORT".into()),
+            message: format!("{e}: {}", std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default()),
+            code: 2,
+        }
+        .into(),
+        other => anyhow::Error::from(other),
+    })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let int = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = int.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = int => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = int.await;
+    }
 }
 
 fn filter(
@@ -461,9 +563,15 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 fn status(ctx: &Ctx, json: bool) -> Result<()> {
-    let dir = ctx.resolved.settings.data_dir();
+    let s = &ctx.resolved.settings;
+    let dir = s.data_dir();
     let conn = reader(ctx)?;
     let st = read::status(&conn)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let activity = read::activity(&conn, s.watch.idle_minutes, now)?;
+    let gone = read::sessions_with_source_gone(&conn, 10)?;
+    let service = store::lock::holder(&dir);
+    let cleanup = ai_cli_session_collector::adapters::claude::cleanup_settings(&ctx.env);
     let db = store::db_path(&dir);
     let size: u64 = ["", "-wal", "-shm"]
         .iter()
@@ -475,11 +583,31 @@ fn status(ctx: &Ctx, json: bool) -> Result<()> {
         let mut v = serde_json::to_value(&st)?;
         v["data_dir"] = json!(dir);
         v["database_bytes"] = json!(size);
+        v["service"] = json!({ "running": service });
+        v["activity"] = serde_json::to_value(&activity)?;
+        v["sessions_source_gone"] = serde_json::to_value(&gone)?;
+        v["claude_cleanup"] = json!(
+            cleanup
+                .iter()
+                .map(|c| json!({
+                    "settings": c.settings,
+                    "cleanup_period_days": c.days(),
+                    "configured": c.configured.is_some(),
+                }))
+                .collect::<Vec<_>>()
+        );
         writeln!(out, "{v}")?;
         return Ok(());
     }
     writeln!(out, "data dir   {}", dir.display())?;
     writeln!(out, "database   {:.1} MB", size as f64 / 1e6)?;
+    match &service {
+        Some(h) => writeln!(out, "service    running: {h}")?,
+        None => writeln!(
+            out,
+            "service    not running (`memex serve` keeps the archive current)"
+        )?,
+    }
     writeln!(
         out,
         "sessions   {}   messages {}   prompts {}",
@@ -494,19 +622,57 @@ fn status(ctx: &Ctx, json: bool) -> Result<()> {
     }
     writeln!(
         out,
+        "activity   {} active in the last {} min, {} idle (event sent), {} idle awaiting the service",
+        activity.active,
+        activity.idle_minutes,
+        activity.idle_event_sent,
+        activity.idle_event_pending
+    )?;
+    writeln!(
+        out,
         "sources    {} files ({} gone from disk, their {} sessions kept)",
         st.source_files, st.source_files_gone, st.sessions_with_source_gone
     )?;
+    for g in &gone {
+        writeln!(
+            out,
+            "  kept     {} {} {} msgs  {}  (was {})",
+            short_time(g.updated_at.as_deref()),
+            g.agent,
+            g.messages,
+            g.session_id,
+            g.source_path
+        )?;
+    }
     writeln!(
         out,
         "bad lines  {}   secrets redacted {}",
         st.bad_lines, st.redactions
     )?;
+    for c in &cleanup {
+        let days = c.days();
+        let origin = if c.configured.is_some() {
+            format!("cleanupPeriodDays in {}", c.settings.display())
+        } else {
+            "the default; cleanupPeriodDays is not set".into()
+        };
+        if days <= 0 {
+            writeln!(
+                out,
+                "warning: Claude Code keeps no transcripts ({origin}); Memex only archives what it reads while `memex serve` runs"
+            )?;
+        } else if days < 365 {
+            writeln!(
+                out,
+                "warning: Claude Code deletes transcripts older than {days} days ({origin}); Memex keeps every message it has archived, so keep `memex serve` running"
+            )?;
+        }
+    }
     Ok(())
 }
 
 fn show_config(ctx: &Ctx, json: bool) -> Result<()> {
-    let s = &ctx.resolved.settings;
+    let s = &ctx.resolved.settings.for_display();
     if json {
         println!(
             "{}",

@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use ai_cli_session_collector::{
@@ -101,11 +102,14 @@ pub struct Batch {
 }
 
 /// What a batch changed.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[derive(Debug, Default, Clone, Serialize)]
 pub struct Applied {
     pub inserted: u64,
     pub updated: u64,
     pub prompts: u64,
+    /// The sessions the batch touched, with their last activity (epoch ms) afterwards.
+    #[serde(skip)]
+    pub sessions: Vec<(i64, Option<i64>)>,
 }
 
 /// One reported problem with an input file.
@@ -128,6 +132,9 @@ pub struct ImportReport {
     pub bad_lines: u64,
     pub bytes: u64,
     pub errors: Vec<FileError>,
+    /// The sessions that got new or changed messages, with their last activity (epoch ms).
+    #[serde(skip)]
+    pub touched: HashMap<i64, Option<i64>>,
 }
 
 /// A file to ingest.
@@ -188,7 +195,8 @@ pub fn git_root(dir: &str) -> Option<String> {
     }
 }
 
-/// Parses one file from its stored cursor to its end, sending prepared batches to `sink`.
+/// Parses one file from its stored cursor to its end, sending prepared batches to `sink`, which
+/// answers whether to go on (`false` stops before the next batch is parsed: shutting down).
 /// Returns `false` when the file was unchanged since the last ingest.
 pub fn ingest_file(
     registry: &AdapterRegistry,
@@ -196,7 +204,7 @@ pub fn ingest_file(
     job: &Job,
     opts: &IngestOptions,
     git_roots: &mut HashMap<String, Option<String>>,
-    sink: &mut dyn FnMut(Batch),
+    sink: &mut dyn FnMut(Batch) -> bool,
 ) -> Result<bool, String> {
     let adapter = registry
         .get(job.agent)
@@ -246,7 +254,7 @@ pub fn ingest_file(
             })
             .collect();
         cursor = out.cursor.clone();
-        sink(Batch {
+        let go_on = sink(Batch {
             agent: job.agent,
             root: job.root.clone(),
             path: job.path.clone(),
@@ -259,7 +267,7 @@ pub fn ingest_file(
             issues: out.issues,
             bytes: out.bytes,
         });
-        if at_end || !progressed {
+        if at_end || !progressed || !go_on {
             return Ok(true);
         }
     }
@@ -450,8 +458,15 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             }
         }
     }
+    let mut activity = tx.prepare_cached("SELECT updated_at FROM sessions WHERE id = ?1")?;
+    let mut link = tx.prepare_cached(
+        "INSERT OR IGNORE INTO session_files (session_pk, source_file_id) VALUES (?1, ?2)",
+    )?;
     for pk in touched {
         refresh_session(tx, pk)?;
+        link.execute([pk, file_id])?;
+        let updated_at: Option<i64> = activity.query_row([pk], |r| r.get(0))?;
+        applied.sessions.push((pk, updated_at));
     }
     Ok(applied)
 }
@@ -739,6 +754,19 @@ pub fn mark_gone(
     Ok(n)
 }
 
+/// Marks one file gone when it is no longer on disk (its messages stay). Returns whether it was
+/// a known file that just went.
+pub fn mark_path_gone(conn: &Connection, path: &Path) -> rusqlite::Result<bool> {
+    if path.exists() {
+        return Ok(false);
+    }
+    let n = conn.execute(
+        "UPDATE source_files SET gone = 1 WHERE path = ?1 AND gone = 0",
+        [path.to_string_lossy()],
+    )?;
+    Ok(n > 0)
+}
+
 /// Progress of an import, for a progress bar.
 pub enum Progress {
     Total { files: u64, bytes: u64 },
@@ -746,12 +774,15 @@ pub enum Progress {
 }
 
 /// Imports every job: `opts.threads` parser threads prepare batches, the writer writes them.
+/// When `stop` is set, the batches in flight are written and the rest is left for next time
+/// (every file's cursor stays exact, so nothing is lost or read twice).
 pub fn import(
     writer: &Writer,
     data_dir: &Path,
     registry: Arc<AdapterRegistry>,
     jobs: Vec<Job>,
     opts: &IngestOptions,
+    stop: &AtomicBool,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<ImportReport, super::StoreError> {
     let total_bytes: u64 = jobs
@@ -782,12 +813,13 @@ pub fn import(
                 };
                 let mut git_roots = HashMap::new();
                 loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                     let Some(job) = queue.lock().unwrap().pop_front() else {
                         break;
                     };
-                    let mut send = |b: Batch| {
-                        let _ = btx.send(b);
-                    };
+                    let mut send = |b: Batch| btx.send(b).is_ok() && !stop.load(Ordering::Relaxed);
                     let res =
                         ingest_file(&registry, &reader, &job, opts, &mut git_roots, &mut send);
                     let mut r = report.lock().unwrap();
@@ -805,8 +837,13 @@ pub fn import(
             });
         }
         drop(btx);
-        // The caller's thread feeds the writer.
+        // The caller's thread feeds the writer. On stop it leaves at once: the batches not
+        // written are dropped whole (each file's cursor is still at the last written one), and
+        // the parsers see the channel close.
         for b in brx {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let bytes = b.bytes;
             let file = b.path.display().to_string();
             let issues: Vec<FileError> = b
@@ -836,6 +873,9 @@ pub fn import(
             let mut r = report.lock().unwrap();
             match applied {
                 Ok(a) => {
+                    if a.inserted + a.updated > 0 {
+                        r.touched.extend(a.sessions.iter().copied());
+                    }
                     r.messages += a.inserted;
                     r.messages_updated += a.updated;
                     r.prompts += a.prompts;
@@ -913,7 +953,10 @@ mod tests {
             &job,
             &opts,
             &mut HashMap::new(),
-            &mut |b| batches.push(b),
+            &mut |b| {
+                batches.push(b);
+                true
+            },
         )
         .unwrap();
         assert!(batches.len() > 1, "the file must span several batches");
@@ -925,7 +968,8 @@ mod tests {
         drop(conn);
         // Second run: everything, exactly once.
         let (writer, handle) = Writer::start(&data).unwrap();
-        let report = import(&writer, &data, registry, vec![job], &opts, &|_| {}).unwrap();
+        let stop = AtomicBool::new(false);
+        let report = import(&writer, &data, registry, vec![job], &opts, &stop, &|_| {}).unwrap();
         assert_eq!(report.messages as i64, 1000 - stored);
         drop(writer);
         handle.join().unwrap();

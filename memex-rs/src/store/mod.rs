@@ -6,11 +6,12 @@
 
 pub mod fts;
 pub mod ingest;
+pub mod lock;
 pub mod read;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 
 use rusqlite::Connection;
@@ -18,10 +19,16 @@ use rusqlite::functions::FunctionFlags;
 
 /// Ordered, append-only migrations, embedded at build time. Entry N brings the schema to
 /// `user_version` N + 1.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_archive",
-    include_str!("../../../migrations/0001_archive.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_archive",
+        include_str!("../../../migrations/0001_archive.sql"),
+    ),
+    (
+        "0002_service",
+        include_str!("../../../migrations/0002_service.sql"),
+    ),
+];
 
 /// Texts longer than this are stored zstd-compressed.
 pub const COMPRESS_TEXT_ABOVE: usize = 256;
@@ -208,5 +215,73 @@ impl Writer {
             }))
             .map_err(|_| StoreError::WriterGone)?;
         rrx.recv().map_err(|_| StoreError::WriterGone)
+    }
+}
+
+impl Writer {
+    /// [`Writer::call`] for async code: the job goes to the writer thread and the answer comes
+    /// back on a oneshot, so no runtime thread waits on the database.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T> {
+        let (rtx, rrx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |c| {
+            let _ = rtx.send(f(c));
+        });
+        match self.tx.try_send(job) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(StoreError::WriterGone),
+            // The queue is full (an ingest is writing): wait for room off the runtime.
+            Err(mpsc::TrySendError::Full(job)) => {
+                let tx = self.tx.clone();
+                tokio::task::spawn_blocking(move || tx.send(job))
+                    .await
+                    .map_err(|_| StoreError::WriterGone)?
+                    .map_err(|_| StoreError::WriterGone)?;
+            }
+        }
+        rrx.await.map_err(|_| StoreError::WriterGone)
+    }
+}
+
+/// Read connections for concurrent readers (the HTTP API): each request takes one, and gives it
+/// back when done. Readers never block the writer in WAL mode, nor it them.
+#[derive(Clone)]
+pub struct ReadPool {
+    path: PathBuf,
+    idle: Arc<Mutex<Vec<Connection>>>,
+}
+
+/// At most this many idle connections are kept (each holds its own page cache).
+const POOL_IDLE: usize = 8;
+
+impl ReadPool {
+    /// A pool over an archive that [`open`] has already migrated.
+    pub fn new(data_dir: &Path) -> ReadPool {
+        ReadPool {
+            path: db_path(data_dir),
+            idle: Arc::default(),
+        }
+    }
+
+    /// Runs `f` on a pooled connection.
+    pub fn with<T>(&self, f: impl FnOnce(&Connection) -> T) -> Result<T> {
+        let conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => {
+                let c = connect(&self.path)?;
+                // A reader needs far less page cache than the writer.
+                c.pragma_update(None, "cache_size", -8000)?;
+                c
+            }
+        };
+        let out = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < POOL_IDLE {
+            idle.push(conn);
+        }
+        Ok(out)
     }
 }

@@ -340,9 +340,8 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
         agents,
         source_files: one("SELECT COUNT(*) FROM source_files")?,
         source_files_gone: one("SELECT COUNT(*) FROM source_files WHERE gone = 1")?,
-        sessions_with_source_gone: one(
-            "SELECT COUNT(DISTINCT m.session_pk) FROM messages m JOIN source_files f ON f.id = m.source_file_id WHERE f.gone = 1",
-        )?,
+        sessions_with_source_gone: one("SELECT COUNT(DISTINCT sf.session_pk) FROM source_files f
+             JOIN session_files sf ON sf.source_file_id = f.id WHERE f.gone = 1")?,
         bad_lines: one("SELECT SUM(bad_lines) FROM source_files")?,
         redactions: one("SELECT SUM(redactions) FROM messages")?,
         last_ingest_at: iso(conn.query_row(
@@ -351,4 +350,76 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
             |r| r.get(0),
         )?),
     })
+}
+
+/// A session one of whose transcript files the agent has deleted.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoneSession {
+    pub session_id: String,
+    pub agent: String,
+    pub title: Option<String>,
+    pub updated_at: Option<String>,
+    pub messages: i64,
+    pub source_path: String,
+}
+
+/// Sessions with a transcript file gone from disk (their messages are all still here), most
+/// recent first; `source_path` is one of the files gone.
+pub fn sessions_with_source_gone(
+    conn: &Connection,
+    limit: u32,
+) -> rusqlite::Result<Vec<GoneSession>> {
+    let mut st = conn.prepare(
+        "SELECT s.session_id, s.agent, s.title, s.updated_at, s.message_count, MIN(f.path)
+         FROM source_files f
+         JOIN session_files sf ON sf.source_file_id = f.id
+         JOIN sessions s ON s.id = sf.session_pk
+         WHERE f.gone = 1
+         GROUP BY s.id
+         ORDER BY s.updated_at DESC
+         LIMIT ?1",
+    )?;
+    st.query_map([limit], |r| {
+        Ok(GoneSession {
+            session_id: r.get(0)?,
+            agent: r.get(1)?,
+            title: r.get(2)?,
+            updated_at: iso(r.get(3)?),
+            messages: r.get(4)?,
+            source_path: r.get(5)?,
+        })
+    })?
+    .collect()
+}
+
+/// What the session tracker sees, from the archive alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct Activity {
+    pub idle_minutes: u64,
+    /// Sessions whose newest message is younger than `idle_minutes`.
+    pub active: i64,
+    /// Idle sessions whose idle event has not been sent yet (the service sends it).
+    pub idle_event_pending: i64,
+    /// Sessions whose idle event was sent for their newest message.
+    pub idle_event_sent: i64,
+}
+
+pub fn activity(conn: &Connection, idle_minutes: u64, now_ms: i64) -> rusqlite::Result<Activity> {
+    let cutoff = now_ms - idle_minutes as i64 * 60_000;
+    conn.query_row(
+        "SELECT
+           COALESCE(SUM(updated_at > ?1), 0),
+           COALESCE(SUM(updated_at <= ?1 AND (idle_event_at IS NULL OR idle_event_at < updated_at)), 0),
+           COALESCE(SUM(idle_event_at >= updated_at), 0)
+         FROM sessions WHERE message_count > 0 AND updated_at IS NOT NULL",
+        [cutoff],
+        |r| {
+            Ok(Activity {
+                idle_minutes,
+                active: r.get(0)?,
+                idle_event_pending: r.get(1)?,
+                idle_event_sent: r.get(2)?,
+            })
+        },
+    )
 }

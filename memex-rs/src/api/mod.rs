@@ -1,0 +1,384 @@
+//! The HTTP API (axum): the archive over JSON on localhost.
+//!
+//! Every parameter is validated here, where it enters; a bad one is a 400 that names it. Errors
+//! have one shape, `{"error": {"code", "message"}}`, with a stable code mapped to a status
+//! ([`ApiError`]). Handlers read through the pooled read connections on the blocking pool, so a
+//! slow query never stalls the runtime and reads never wait for the writer.
+
+use std::sync::Arc;
+
+use ai_cli_session_collector::AdapterRegistry;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::config::Settings;
+use crate::search::{self, SearchParams};
+use crate::service::Shared;
+use crate::store::{ReadPool, read};
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    pub pool: ReadPool,
+    pub state: Shared,
+    pub settings: Arc<Settings>,
+    /// When set, every request must carry `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+/// A failed request: a stable code, its status, and a message that says what to change.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    fn bad_parameter(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_parameter",
+            message: message.into(),
+        }
+    }
+
+    fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "request failed");
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "internal",
+            message: "the archive could not be read; see the service log".into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let mut res = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        res
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Longest accepted search query, in bytes.
+const MAX_QUERY: usize = 2000;
+/// Longest accepted session id (ids are UUIDs or file stems).
+const MAX_ID: usize = 256;
+
+pub fn router(st: ApiState) -> Router {
+    let max_body = st.settings.api.max_body_bytes;
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/stats", get(stats))
+        .route("/api/search", get(search_handler))
+        .route("/api/sessions", get(sessions))
+        .route("/api/sessions/{id}", get(session))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(st.clone(), guard))
+        .with_state(st)
+}
+
+/// Authentication and the body limit, before any handler runs.
+async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
+    if let Some(token) = &st.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            return ApiError {
+                status: StatusCode::UNAUTHORIZED,
+                code: "unauthorized",
+                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
+            }
+            .into_response();
+        }
+    }
+    let max = st.settings.api.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "payload_too_large",
+            message: format!("request bodies are limited to {max} bytes"),
+        }
+        .into_response();
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn not_found() -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        code: "not_found",
+        message: "no such endpoint; see /api/health, /api/stats, /api/search, /api/sessions".into(),
+    }
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        message: "this endpoint only answers GET".into(),
+    }
+}
+
+/// Runs a read on a pooled connection, off the runtime threads.
+async fn read<T: Send + 'static>(
+    st: &ApiState,
+    f: impl FnOnce(&rusqlite::Connection) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let pool = st.pool.clone();
+    tokio::task::spawn_blocking(move || pool.with(f))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?
+}
+
+/// Query parameters, checked against the ones an endpoint accepts.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn parse(raw: Option<String>, accepted: &[&str]) -> Result<Params, ApiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
+            .map_err(|e| {
+                ApiError::bad_parameter(format!("the query string cannot be decoded: {e}"))
+            })?;
+        if let Some((k, _)) = pairs.iter().find(|(k, _)| !accepted.contains(&k.as_str())) {
+            return Err(ApiError::bad_parameter(format!(
+                "unknown parameter `{k}`; accepted: {}",
+                accepted.join(", ")
+            )));
+        }
+        Ok(Params(pairs))
+    }
+
+    /// The value of `key` (the last one when repeated); empty counts as absent.
+    fn get(&self, key: &str) -> Option<String> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, v)| k == key && !v.trim().is_empty())
+            .map(|(_, v)| v.trim().to_owned())
+    }
+
+    fn number(&self, key: &str, default: u32, lo: u32, hi: u32) -> Result<u32, ApiError> {
+        let Some(v) = self.get(key) else {
+            return Ok(default);
+        };
+        match v.parse::<u32>() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+            _ => Err(ApiError::bad_parameter(format!(
+                "`{key}` must be a whole number from {lo} to {hi}, got `{v}`"
+            ))),
+        }
+    }
+
+    fn agent(&self) -> Result<Option<String>, ApiError> {
+        let Some(a) = self.get("agent") else {
+            return Ok(None);
+        };
+        let names = AdapterRegistry::new().names();
+        if names.contains(&a.as_str()) {
+            Ok(Some(a))
+        } else {
+            Err(ApiError::bad_parameter(format!(
+                "`agent` must be one of {}, got `{a}`",
+                names.join(", ")
+            )))
+        }
+    }
+
+    fn time(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        self.get(key)
+            .map(|v| {
+                search::parse_time(&v).map_err(|e| {
+                    ApiError::bad_parameter(format!(
+                        "`{key}`: {e} (for example 7d, 2026-06-01 or 2026-06-01T10:00:00Z)"
+                    ))
+                })
+            })
+            .transpose()
+    }
+}
+
+async fn health(State(st): State<ApiState>) -> Json<Value> {
+    let s = &st.state;
+    let w = &s.watch;
+    let last_event = w.last_event_ms.load(std::sync::atomic::Ordering::Relaxed);
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "uptime_seconds": s.started.elapsed().as_secs(),
+        "started_at": read::iso(Some(s.started_at_ms)),
+        "phase": s.phase(),
+        "watcher": {
+            "state": s.phase(),
+            "mode": *w.mode.lock().unwrap_or_else(|e| e.into_inner()),
+            "roots": w.roots(),
+            "events": w.events.load(std::sync::atomic::Ordering::Relaxed),
+            "rescans_after_lost_events": w.overflows.load(std::sync::atomic::Ordering::Relaxed),
+            "last_event_at": read::iso((last_event > 0).then_some(last_event)),
+        },
+    }))
+}
+
+async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    Params::parse(q, &[])?;
+    let status = read(&st, |c| read::status(c).map_err(ApiError::internal)).await?;
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &st.state;
+    let i = &s.ingest;
+    let last = i.last_ingest_ms.load(Relaxed);
+    let mut v = serde_json::to_value(&status).map_err(ApiError::internal)?;
+    v["ingest"] = json!({
+        "since_start": {
+            "ingests": i.ingests.load(Relaxed),
+            "files": i.files.load(Relaxed),
+            "messages": i.messages.load(Relaxed),
+            "messages_updated": i.messages_updated.load(Relaxed),
+            "bad_lines": i.bad_lines.load(Relaxed),
+            "files_failed": i.errors.load(Relaxed),
+            "files_gone": i.files_gone.load(Relaxed),
+        },
+        "pending_files": s.watch.pending_files.load(Relaxed),
+        "last_ingest_at": read::iso((last > 0).then_some(last)),
+        "lag": i.lag(),
+    });
+    v["sessions_tracker"] = json!({
+        "idle_minutes": s.idle_minutes,
+        "active_sessions": s.tracker.active.load(Relaxed),
+        "idle_events_since_start": s.tracker.idle_events.load(Relaxed),
+    });
+    Ok(Json(v))
+}
+
+async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    let p = Params::parse(
+        q,
+        &[
+            "q", "limit", "agent", "project", "session", "since", "until", "level",
+        ],
+    )?;
+    let Some(query) = p.get("q") else {
+        return Err(ApiError::bad_parameter(
+            "`q` is required: the words to look for",
+        ));
+    };
+    if query.len() > MAX_QUERY {
+        return Err(ApiError::bad_parameter(format!(
+            "`q` is {} bytes; at most {MAX_QUERY} are accepted",
+            query.len()
+        )));
+    }
+    if let Some(level) = p.get("level")
+        && level != "raw"
+    {
+        return Err(ApiError::bad_parameter(format!(
+            "`level` must be `raw` (the only level this archive has so far), got `{level}`"
+        )));
+    }
+    let params = SearchParams {
+        query,
+        limit: p.number("limit", 10, 1, 1000)? as usize,
+        filter: read::Filter {
+            agent: p.agent()?,
+            project: p.get("project"),
+            session: p.get("session"),
+            since: p.time("since")?,
+            until: p.time("until")?,
+        },
+    };
+    let res = read(&st, move |c| {
+        search::search(c, &params).map_err(|e| match e {
+            search::SearchError::Limit(_) => ApiError::bad_parameter(e.to_string()),
+            other => ApiError::internal(other),
+        })
+    })
+    .await?;
+    serde_json::to_value(res)
+        .map(Json)
+        .map_err(ApiError::internal)
+}
+
+async fn sessions(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    let p = Params::parse(q, &["agent", "project", "limit", "offset"])?;
+    let limit = p.number("limit", 20, 1, 1000)?;
+    let offset = p.number("offset", 0, 0, u32::MAX)?;
+    let filter = read::Filter {
+        agent: p.agent()?,
+        project: p.get("project"),
+        ..read::Filter::default()
+    };
+    let rows = read(&st, move |c| {
+        read::list_sessions(c, &filter, limit, offset).map_err(ApiError::internal)
+    })
+    .await?;
+    Ok(Json(
+        json!({"sessions": rows, "limit": limit, "offset": offset}),
+    ))
+}
+
+async fn session(
+    State(st): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    let p = Params::parse(q, &["format"])?;
+    match p.get("format").as_deref() {
+        None | Some("raw") => {}
+        Some(other) => {
+            return Err(ApiError::bad_parameter(format!(
+                "`format` must be `raw` (full unified messages; summaries come with the compact layer), got `{other}`"
+            )));
+        }
+    }
+    if id.is_empty() || id.len() > MAX_ID || id.chars().any(char::is_control) {
+        return Err(ApiError::bad_parameter(format!(
+            "the session id must be 1 to {MAX_ID} printable characters"
+        )));
+    }
+    let found = read(&st, move |c| {
+        let Some(s) = read::find_session(c, &id).map_err(ApiError::internal)? else {
+            return Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                code: "session_not_found",
+                message: format!(
+                    "no session `{id}` (an id or a prefix of one only one session has)"
+                ),
+            });
+        };
+        let messages = read::session_messages(c, s.pk).map_err(ApiError::internal)?;
+        let usage = read::session_usage(c, s.pk).map_err(ApiError::internal)?;
+        Ok((s, usage, messages))
+    })
+    .await?;
+    let (s, usage, messages) = found;
+    let mut sv = serde_json::to_value(&s).map_err(ApiError::internal)?;
+    sv["usage"] = serde_json::to_value(&usage).map_err(ApiError::internal)?;
+    Ok(Json(json!({"session": sv, "messages": messages})))
+}

@@ -1,0 +1,244 @@
+//! The ingester component: backfills every root, then turns each [`Change`] from the watcher
+//! into ingests through the same code path as `memex import` (parser threads, one writer,
+//! a batch and its cursor in one transaction).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ai_cli_session_collector::AdapterRegistry;
+use tokio::sync::mpsc;
+
+use super::Shared;
+use crate::store::Writer;
+use crate::store::ingest::{self, IngestOptions, Job, Progress};
+use crate::watch::Change;
+
+pub(super) struct Ingester {
+    pub registry: Arc<AdapterRegistry>,
+    pub writer: Writer,
+    pub data_dir: PathBuf,
+    pub opts: IngestOptions,
+    pub roots: Vec<(String, PathBuf)>,
+    pub state: Shared,
+    pub stop: Arc<AtomicBool>,
+    /// Sessions touched by each ingest, with their last activity, for the tracker.
+    pub activity: mpsc::Sender<HashMap<i64, Option<i64>>>,
+}
+
+impl Ingester {
+    pub fn run(self, mut changes: mpsc::Receiver<Change>) {
+        self.state.set_phase("backfilling");
+        let mut all = Change {
+            since: None,
+            ..Change::default()
+        };
+        for (agent, root) in self.roots.iter().filter(|(_, r)| r.is_dir()) {
+            all.scans
+                .insert((agent.clone(), root.clone(), root.clone()));
+        }
+        let started = Instant::now();
+        self.ingest(all, "backfill");
+        if self.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "backfill done; watching"
+        );
+        self.state.set_phase("watching");
+        while let Some(mut change) = changes.blocking_recv() {
+            // Everything queued meanwhile is one ingest.
+            while let Ok(more) = changes.try_recv() {
+                change.merge(more);
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            self.ingest(change, "change");
+        }
+    }
+
+    fn ingest(&self, change: Change, what: &'static str) {
+        let stats = &self.state.ingest;
+        let mut jobs: BTreeMap<PathBuf, Job> = BTreeMap::new();
+        let mut full_roots = Vec::new();
+        for (agent, root, under) in &change.scans {
+            let Some(adapter) = self.registry.get(agent) else {
+                continue;
+            };
+            if under == root {
+                full_roots.push((agent.clone(), root.clone()));
+            }
+            for path in adapter.discover(root) {
+                if path.starts_with(under) {
+                    jobs.insert(
+                        path.clone(),
+                        Job {
+                            agent: adapter.name(),
+                            root: root.clone(),
+                            path,
+                        },
+                    );
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        for (agent, root, path) in &change.files {
+            let Some(adapter) = self.registry.get(agent) else {
+                continue;
+            };
+            if path.is_file() {
+                jobs.entry(path.clone()).or_insert_with(|| Job {
+                    agent: adapter.name(),
+                    root: root.clone(),
+                    path: path.clone(),
+                });
+            } else {
+                gone.push(path.clone());
+            }
+        }
+        let present: HashSet<PathBuf> = jobs.keys().cloned().collect();
+        let jobs: Vec<Job> = jobs.into_values().collect();
+        let opts = IngestOptions {
+            threads: self.opts.threads.min(jobs.len()).max(1),
+            ..self.opts.clone()
+        };
+        let files = jobs.len();
+        let progress = BackfillLog::new(what);
+        let report = ingest::import(
+            &self.writer,
+            &self.data_dir,
+            self.registry.clone(),
+            jobs,
+            &opts,
+            &self.stop,
+            &|p| progress.on(p),
+        );
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "cannot write to the archive");
+                return;
+            }
+        };
+        let stopped = self.stop.load(Ordering::Relaxed);
+        // Files a full scan no longer finds, and files removed or renamed away, keep their
+        // messages; they are only marked gone.
+        if !stopped {
+            let roots = full_roots.clone();
+            let present = present.clone();
+            let marked = self.writer.call(move |c| {
+                let mut n = ingest::mark_gone(c, &roots, &present)?;
+                for p in &gone {
+                    n += usize::from(ingest::mark_path_gone(c, p)?);
+                }
+                Ok::<_, rusqlite::Error>(n)
+            });
+            match marked {
+                Ok(Ok(n)) if n > 0 => {
+                    stats.files_gone.fetch_add(n as u64, Ordering::Relaxed);
+                    tracing::info!(
+                        files = n,
+                        "transcripts deleted from disk; their messages stay in the archive"
+                    );
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot record deleted files"),
+                Err(e) => tracing::warn!(error = %e, "cannot record deleted files"),
+            }
+        }
+        stats.ingests.fetch_add(1, Ordering::Relaxed);
+        stats.files.fetch_add(
+            report.files - report.files_skipped_unchanged,
+            Ordering::Relaxed,
+        );
+        stats.messages.fetch_add(report.messages, Ordering::Relaxed);
+        stats
+            .messages_updated
+            .fetch_add(report.messages_updated, Ordering::Relaxed);
+        stats
+            .bad_lines
+            .fetch_add(report.bad_lines, Ordering::Relaxed);
+        // Bad lines are recorded with the file (parse_issues); a file that cannot be read or
+        // stored at all is worth a warning.
+        let failed: Vec<_> = report.errors.iter().filter(|e| e.line == 0).collect();
+        stats
+            .errors
+            .fetch_add(failed.len() as u64, Ordering::Relaxed);
+        for e in failed.iter().take(20) {
+            tracing::warn!(file = %e.file, reason = %e.reason, "cannot ingest");
+        }
+        if report.messages + report.messages_updated > 0 {
+            stats
+                .last_ingest_ms
+                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+            if let Some(since) = change.since {
+                stats.record_lag(since.elapsed().as_millis() as u64);
+            }
+        }
+        if what == "backfill" || report.messages > 0 {
+            tracing::info!(
+                what,
+                files = files,
+                changed_files = report.files - report.files_skipped_unchanged,
+                messages = report.messages,
+                updated = report.messages_updated,
+                bad_lines = report.bad_lines,
+                "ingested"
+            );
+        }
+        if !report.touched.is_empty() && self.activity.blocking_send(report.touched).is_err() {
+            tracing::debug!("the tracker has stopped");
+        }
+    }
+}
+
+/// Backfill progress in the log, every few seconds.
+struct BackfillLog {
+    what: &'static str,
+    inner: Mutex<(u64, u64, u64, Instant)>,
+}
+
+impl BackfillLog {
+    fn new(what: &'static str) -> Self {
+        BackfillLog {
+            what,
+            inner: Mutex::new((0, 0, 0, Instant::now())),
+        }
+    }
+
+    fn on(&self, p: Progress) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (files_total, bytes_total, done, last) = &mut *g;
+        match p {
+            Progress::Total { files, bytes } => {
+                *files_total = files;
+                *bytes_total = bytes;
+                if self.what == "backfill" {
+                    tracing::info!(
+                        files,
+                        mb = bytes / 1_000_000,
+                        "backfill: reading every transcript"
+                    );
+                }
+            }
+            Progress::File { bytes } => {
+                *done += bytes;
+                if last.elapsed().as_secs() >= 3 {
+                    *last = Instant::now();
+                    tracing::info!(
+                        what = self.what,
+                        done_mb = *done / 1_000_000,
+                        total_mb = *bytes_total / 1_000_000,
+                        files = *files_total,
+                        "ingest progress"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Helpers shared by the end-to-end tests: a temporary HOME laid out like a real machine, and
+//! the real `memex` binary run in it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn fixtures() -> PathBuf {
+    std::env::var_os("MEMEX_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        PathBuf::from,
+    )
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir(from) {
+        let rel = e.strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &dest).unwrap();
+        // Fixtures are read-only; the agents' real files are not.
+        let mut perm = std::fs::metadata(&dest).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perm.set_readonly(false);
+        std::fs::set_permissions(&dest, perm).unwrap();
+    }
+}
+
+pub fn walkdir(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            out.extend(walkdir(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A temporary HOME laid out like a machine with all three agents installed.
+pub struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn with_fixtures() -> Home {
+        let h = Home {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let f = fixtures();
+        let claude = h.path().join(".claude/projects");
+        copy_dir(&f.join("claude/projects"), &claude);
+        copy_dir(&f.join("claude/handwritten/projects"), &claude);
+        copy_dir(&f.join("claude/misc"), &claude.join("-misc"));
+        copy_dir(
+            &f.join("codex/handwritten/sessions"),
+            &h.path().join(".codex/sessions"),
+        );
+        copy_dir(
+            &f.join("gemini/handwritten/gemini-home"),
+            &h.path().join(".gemini"),
+        );
+        h
+    }
+
+    pub fn empty() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.path().join(".local/share/memex")
+    }
+
+    pub fn memex(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs and parses stdout as JSON; panics with stderr on failure.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.memex(args);
+        assert!(
+            out.status.success(),
+            "memex {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "memex {args:?}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    pub fn write_claude(&self, project: &str, session: &str, lines: &[Value]) -> PathBuf {
+        let dir = self
+            .path()
+            .join(".claude/projects")
+            .join(project.replace('/', "-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("{session}.jsonl"));
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+}
+
+pub fn claude_prompt(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+    serde_json::json!({
+        "type": "user", "uuid": uuid, "parentUuid": null, "isSidechain": false,
+        "sessionId": session, "cwd": cwd, "timestamp": "2026-06-05T10:00:00.000Z",
+        "message": {"role": "user", "content": text}
+    })
+}
+
+pub fn claude_answer(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+    serde_json::json!({
+        "type": "assistant", "uuid": uuid, "sessionId": session, "cwd": cwd,
+        "timestamp": "2026-06-05T10:00:05.000Z",
+        "message": {"id": format!("msg_{uuid}"), "role": "assistant", "model": "claude-opus-4-7",
+                    "content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": 10, "output_tokens": 5}}
+    })
+}
+
+/// A running `memex serve` in a [`Home`], on an ephemeral port.
+pub struct Server {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
+    client: reqwest::blocking::Client,
+}
+
+impl Home {
+    /// The `memex` command with this HOME and nothing else from the test's environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_memex"));
+        c.args(args)
+            .env_clear()
+            .env("HOME", self.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        c
+    }
+
+    /// Starts `memex serve --bind 127.0.0.1:0` and waits until it listens.
+    pub fn serve(&self, env: &[(&str, &str)]) -> Server {
+        self.try_serve(env).expect("memex serve did not start")
+    }
+
+    /// Starts the service; `Err` carries its output when it exits instead of listening.
+    pub fn try_serve(
+        &self,
+        env: &[(&str, &str)],
+    ) -> Result<Server, (std::process::ExitStatus, String)> {
+        use std::io::BufRead;
+        let mut cmd = self.command(&["serve", "--bind", "127.0.0.1:0"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                    }
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(addr) => Ok(Server {
+                child,
+                addr,
+                log,
+                client: reqwest::blocking::Client::builder()
+                    .timeout(std::time::Duration::from_secs(30))
+                    .build()
+                    .unwrap(),
+            }),
+            Err(_) => {
+                let status = child.wait().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let l = log.lock().unwrap().clone();
+                Err((status, l))
+            }
+        }
+    }
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// GET, returning the status and the JSON body.
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let res = self.client.get(self.url(path)).send().unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().unwrap();
+        let v = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {text}"));
+        (status, v)
+    }
+
+    pub fn ok(&self, path: &str) -> Value {
+        let (status, v) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {v}\nlog:\n{}", self.log());
+        v
+    }
+
+    pub fn client(&self) -> &reqwest::blocking::Client {
+        &self.client
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Polls `f` until it returns `Some`, for at most `secs` seconds.
+    pub fn wait_for<T>(&self, secs: u64, what: &str, mut f: impl FnMut(&Server) -> Option<T>) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the backfill is done and the watcher runs.
+    pub fn wait_watching(&self) {
+        self.wait_for(60, "the watching phase", |s| {
+            (s.get("/api/health").1["phase"] == "watching").then_some(())
+        });
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
+        let t = std::time::Instant::now();
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let status = self.child.wait().unwrap();
+        (status, t.elapsed())
+    }
+
+    /// `kill -9`.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
