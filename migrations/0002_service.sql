@@ -15,3 +15,9 @@ CREATE TABLE session_files (
 CREATE INDEX session_files_file ON session_files (source_file_id);
 INSERT OR IGNORE INTO session_files (session_pk, source_file_id)
     SELECT DISTINCT session_pk, source_file_id FROM messages WHERE source_file_id IS NOT NULL;
+
+-- Secrets redacted, per file, so that status does not sum over every message.
+ALTER TABLE source_files ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
+UPDATE source_files SET redactions = agg.n
+    FROM (SELECT source_file_id, SUM(redactions) AS n FROM messages GROUP BY source_file_id) AS agg
+    WHERE agg.source_file_id = source_files.id;

@@ -390,6 +390,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
         session_pk.insert(s.info.session_id.clone(), pk);
     }
     let mut applied = Applied::default();
+    let mut redactions = 0i64;
     let mut touched: HashSet<i64> = session_pk.values().copied().collect();
     let mut block_ids = Vec::with_capacity(b.raw_blocks.len());
     {
@@ -421,6 +422,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 fts_ins.execute(params![rowid, idx])?;
             }
             applied.inserted += 1;
+            redactions += i64::from(p.redactions);
             if m.kind == MessageKind::UserPrompt {
                 applied.prompts += 1;
             }
@@ -430,6 +432,12 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     }
     drop(ins);
     drop(fts_ins);
+    if redactions > 0 {
+        tx.execute(
+            "UPDATE source_files SET redactions = redactions + ?1 WHERE id = ?2",
+            [redactions, file_id],
+        )?;
+    }
 
     for e in &b.edits {
         match e {

@@ -343,7 +343,7 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
         sessions_with_source_gone: one("SELECT COUNT(DISTINCT sf.session_pk) FROM source_files f
              JOIN session_files sf ON sf.source_file_id = f.id WHERE f.gone = 1")?,
         bad_lines: one("SELECT SUM(bad_lines) FROM source_files")?,
-        redactions: one("SELECT SUM(redactions) FROM messages")?,
+        redactions: one("SELECT SUM(redactions) FROM source_files")?,
         last_ingest_at: iso(conn.query_row(
             "SELECT MAX(updated_at) FROM source_files",
             [],

@@ -4,6 +4,9 @@
 //! memex-bench generate --out DIR --messages N   realistic Claude / Codex / Gemini transcripts
 //! memex-bench import   --corpus DIR --data DIR  import speed, peak RSS, store size ÷ source size
 //! memex-bench search   --corpus DIR --data DIR  raw FTS p50/p99 over a fixed query set, and rg
+//! memex-bench live     --memex BIN --corpus DIR --data DIR
+//!                      a real `memex serve` on that archive: append → searchable latency,
+//!                      idle and burst RSS, HTTP search throughput, shutdown time
 //! ```
 
 use std::io::Write;
@@ -565,6 +568,8 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
     );
 }
 
+mod live;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -594,9 +599,18 @@ fn main() {
             &path("--data"),
             arg("--runs").map_or(50, |t| t.parse().expect("--runs N")),
         ),
+        Some("live") => live::run(live::Options {
+            memex: path("--memex"),
+            corpus: path("--corpus"),
+            data: path("--data"),
+            appends: arg("--appends").map_or(300, |n| n.parse().expect("--appends N")),
+            burst: arg("--burst").map_or(50_000, |n| n.parse().expect("--burst N")),
+            clients: arg("--clients").map_or(4, |n| n.parse().expect("--clients N")),
+            seconds: arg("--seconds").map_or(10, |n| n.parse().expect("--seconds N")),
+        }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }
