@@ -259,6 +259,88 @@ fn idle_sessions_get_their_event_once_and_status_shows_it() {
 }
 
 #[test]
+fn a_burst_of_appends_is_one_ingest_and_a_folder_moved_away_keeps_its_messages() {
+    let h = Home::with_fixtures();
+    let s = h.serve(&[("MEMEX_WATCH_DEBOUNCE_MS", "400")]);
+    s.wait_watching();
+    let ingests = |s: &Server| {
+        s.ok("/api/stats")["ingest"]["since_start"]["ingests"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = ingests(&s);
+    let dir = h.path().join(".claude/projects/-work-burst");
+    std::fs::create_dir_all(&dir).unwrap();
+    s.wait_for(10, "the new folder's scan", |s| {
+        (ingests(s) > before).then_some(())
+    });
+    let before = ingests(&s);
+    let session = "0d0d0d0d-1111-4222-8333-444444444444";
+    let file = dir.join(format!("{session}.jsonl"));
+    for i in 0..100 {
+        append(
+            &file,
+            &[live_prompt(
+                session,
+                &format!("b{i}"),
+                &format!("burstword number {i}"),
+            )],
+        );
+    }
+    s.wait_for(10, "the burst", |s| {
+        (hits(s, "burstword") == 100).then_some(())
+    });
+    let used = ingests(&s) - before;
+    assert!(
+        used <= 2,
+        "100 appends in one debounce window took {used} ingests"
+    );
+
+    // The whole project folder is moved out of the watched tree: its messages stay.
+    let messages = s.ok("/api/stats")["messages"].clone();
+    std::fs::rename(&dir, h.path().join("moved-away")).unwrap();
+    s.wait_for(10, "the folder's file marked gone", |s| {
+        (s.ok("/api/stats")["source_files_gone"] == 1).then_some(())
+    });
+    assert_eq!(s.ok("/api/stats")["messages"], messages);
+    assert_eq!(hits(&s, "burstword"), 100);
+    let (code, took) = s.signal("-INT");
+    assert!(code.success(), "SIGINT: {code:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn status_warns_about_claude_purging_transcripts() {
+    let h = Home::with_fixtures();
+    let text = String::from_utf8(h.memex(&["status"]).stdout).unwrap();
+    assert!(
+        text.contains("deletes transcripts older than 30 days (the default"),
+        "{text}"
+    );
+    std::fs::write(
+        h.path().join(".claude/settings.json"),
+        r#"{"cleanupPeriodDays": 7, "model": "opus"}"#,
+    )
+    .unwrap();
+    let text = String::from_utf8(h.memex(&["status"]).stdout).unwrap();
+    assert!(
+        text.contains("older than 7 days (cleanupPeriodDays in"),
+        "{text}"
+    );
+    assert!(text.contains("Memex keeps every message"), "{text}");
+    let v = h.json(&["status", "--json"]);
+    assert_eq!(v["claude_cleanup"][0]["cleanup_period_days"], 7);
+    assert_eq!(v["service"]["running"], Value::Null);
+    std::fs::write(
+        h.path().join(".claude/settings.json"),
+        r#"{"cleanupPeriodDays": 100000}"#,
+    )
+    .unwrap();
+    let text = String::from_utf8(h.memex(&["status"]).stdout).unwrap();
+    assert!(!text.contains("warning: Claude Code"), "{text}");
+}
+
+#[test]
 fn one_service_per_data_directory() {
     let h = Home::with_fixtures();
     let s = h.serve(&[]);

@@ -469,6 +469,20 @@ mod tests {
         assert!(err.to_string().contains("redact"), "{err}");
         let err = resolve_with(dir.path(), &[("MEMEX_IMPORT_THREADS", "1000")], None).unwrap_err();
         assert!(err.to_string().contains("import.threads"), "{err}");
+        let err = resolve_with(dir.path(), &[("MEMEX_API_BIND", "localhost")], None).unwrap_err();
+        assert!(err.to_string().contains("api.bind"), "{err}");
+        let err = resolve_with(dir.path(), &[("MEMEX_WATCH_IDLE_MINUTES", "0")], None).unwrap_err();
+        assert!(err.to_string().contains("watch.idle_minutes"), "{err}");
+        let err = resolve_with(dir.path(), &[("MEMEX_WATCH_POLL", "sometimes")], None).unwrap_err();
+        assert!(err.to_string().contains("poll"), "{err}");
+        let ok = resolve_with(
+            dir.path(),
+            &[("MEMEX_API_TOKEN", "${SECRET}"), ("SECRET", "abc123")],
+            None,
+        )
+        .unwrap();
+        assert_eq!(ok.settings.api.token, "abc123");
+        assert_eq!(ok.settings.for_display().api.token, "(set)");
         let f = dir.path().join("c.toml");
         std::fs::write(&f, "[sources]\ncursor = [\"/x\"]\n").unwrap();
         let err = resolve_with(dir.path(), &[], Some(f)).unwrap_err();

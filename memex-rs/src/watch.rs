@@ -30,19 +30,23 @@ pub struct Change {
     /// Folders to scan for transcripts: (agent, root, folder), the folder being the root itself
     /// or a folder that appeared under it.
     pub scans: BTreeSet<(String, PathBuf, PathBuf)>,
+    /// Paths under a root that vanished and are not transcripts themselves (a folder deleted or
+    /// moved away): known files under them are checked and marked gone.
+    pub vanished: BTreeSet<PathBuf>,
     /// When the first event of this change arrived (for the ingest-lag figures).
     pub since: Option<Instant>,
 }
 
 impl Change {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.scans.is_empty()
+        self.files.is_empty() && self.scans.is_empty() && self.vanished.is_empty()
     }
 
     /// Adds `other` to this change.
     pub fn merge(&mut self, other: Change) {
         self.files.extend(other.files);
         self.scans.extend(other.scans);
+        self.vanished.extend(other.vanished);
         self.since = match (self.since, other.since) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -321,6 +325,11 @@ impl Actor {
                 added
                     .files
                     .insert((root.agent.clone(), root.path.clone(), p.clone()));
+            } else if p != &root.path
+                && matches!(ev.kind, EventKind::Remove(_) | EventKind::Modify(_))
+                && !p.exists()
+            {
+                added.vanished.insert(p.clone());
             }
         }
         if !added.is_empty() {

@@ -265,10 +265,15 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
-    pub fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
+    pub fn terminate(self) -> (std::process::ExitStatus, std::time::Duration) {
+        self.signal("-TERM")
+    }
+
+    /// Sends a signal (`-TERM`, `-INT`) and waits for the exit.
+    pub fn signal(mut self, sig: &str) -> (std::process::ExitStatus, std::time::Duration) {
         let t = std::time::Instant::now();
         let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([sig, &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(ok.success());

@@ -100,6 +100,7 @@ impl Ingester {
                 gone.push(path.clone());
             }
         }
+        let vanished = change.vanished.clone();
         let present: HashSet<PathBuf> = jobs.keys().cloned().collect();
         let jobs: Vec<Job> = jobs.into_values().collect();
         let opts = IngestOptions {
@@ -135,6 +136,9 @@ impl Ingester {
                 let mut n = ingest::mark_gone(c, &roots, &present)?;
                 for p in &gone {
                     n += usize::from(ingest::mark_path_gone(c, p)?);
+                }
+                for d in &vanished {
+                    n += ingest::mark_gone_under(c, d)?;
                 }
                 Ok::<_, rusqlite::Error>(n)
             });

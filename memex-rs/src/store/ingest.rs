@@ -775,6 +775,23 @@ pub fn mark_path_gone(conn: &Connection, path: &Path) -> rusqlite::Result<bool> 
     Ok(n > 0)
 }
 
+/// Marks every known file under `dir` that is no longer on disk as gone (a folder deleted or
+/// moved away). Returns how many were marked.
+pub fn mark_gone_under(conn: &Connection, dir: &Path) -> rusqlite::Result<usize> {
+    let prefix = format!("{}/", dir.to_string_lossy().trim_end_matches('/'));
+    let mut st = conn.prepare_cached(
+        "SELECT path FROM source_files WHERE gone = 0 AND substr(path, 1, length(?1)) = ?1",
+    )?;
+    let known: Vec<String> = st
+        .query_map([&prefix], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut n = 0;
+    for k in known {
+        n += usize::from(mark_path_gone(conn, Path::new(&k))?);
+    }
+    Ok(n)
+}
+
 /// Progress of an import, for a progress bar.
 pub enum Progress {
     Total { files: u64, bytes: u64 },
