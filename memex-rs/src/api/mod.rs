@@ -29,6 +29,15 @@ pub struct ApiState {
     pub settings: Arc<Settings>,
     /// When set, every request must carry `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// Reads running at once. Searches are CPU-bound: more of them than cores only adds
+    /// contention, and each needs a connection with a warm cache, so requests beyond this wait
+    /// (cheaply, as futures) instead.
+    pub readers: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
+pub fn reader_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get() * 2)
 }
 
 /// A failed request: a stable code, its status, and a message that says what to change.
@@ -151,6 +160,7 @@ async fn read<T: Send + 'static>(
     st: &ApiState,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
+    let _slot = st.readers.acquire().await.map_err(ApiError::internal)?;
     let pool = st.pool.clone();
     tokio::task::spawn_blocking(move || pool.with(f))
         .await

@@ -240,6 +240,7 @@ pub async fn run(
         state: state.clone(),
         settings: Arc::new(cfg.settings.clone()),
         token,
+        readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {

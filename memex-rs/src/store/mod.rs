@@ -253,8 +253,9 @@ pub struct ReadPool {
     idle: Arc<Mutex<Vec<Connection>>>,
 }
 
-/// At most this many idle connections are kept (each holds its own page cache).
-const POOL_IDLE: usize = 8;
+/// At most this many idle connections are kept (each holds its own page cache); the API runs
+/// at most two reads per core at once, so this covers machines up to eight cores.
+const POOL_IDLE: usize = 16;
 
 impl ReadPool {
     /// A pool over an archive that [`open`] has already migrated.
