@@ -304,7 +304,7 @@ fn a_burst_of_appends_is_one_ingest_and_a_folder_moved_away_keeps_its_messages()
     });
     assert_eq!(s.ok("/api/stats")["messages"], messages);
     assert_eq!(hits(&s, "burstword"), 100);
-    let (code, took) = s.signal("-INT");
+    let (code, took) = s.signal(libc::SIGINT);
     assert!(code.success(), "SIGINT: {code:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }

@@ -266,17 +266,15 @@ impl Server {
 
     /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
     pub fn terminate(self) -> (std::process::ExitStatus, std::time::Duration) {
-        self.signal("-TERM")
+        self.signal(libc::SIGTERM)
     }
 
-    /// Sends a signal (`-TERM`, `-INT`) and waits for the exit.
-    pub fn signal(mut self, sig: &str) -> (std::process::ExitStatus, std::time::Duration) {
+    /// Sends a signal and waits for the exit.
+    pub fn signal(mut self, sig: i32) -> (std::process::ExitStatus, std::time::Duration) {
         let t = std::time::Instant::now();
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill failed");
         let status = self.child.wait().unwrap();
         (status, t.elapsed())
     }

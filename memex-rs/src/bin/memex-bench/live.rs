@@ -311,9 +311,10 @@ pub fn run(o: Options) {
 
     let mut child = svc.child;
     let t = Instant::now();
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
     let status = child.wait().unwrap();
     println!(
         "SIGTERM → exit {:?} in {:.0} ms",
