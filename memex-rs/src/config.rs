@@ -20,6 +20,7 @@ pub struct Settings {
     pub import: ImportSettings,
     pub watch: WatchSettings,
     pub api: ApiSettings,
+    pub compact: CompactSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -70,6 +71,147 @@ pub struct ApiSettings {
     pub token: String,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+}
+
+/// The compact layers (L1 observations, L2 talk summaries, L3 session summaries) and who writes
+/// them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactSettings {
+    pub l1_observations: bool,
+    pub l2_talk_summary: bool,
+    /// Needs L2, and turns it on.
+    pub l3_session_summary: bool,
+    /// heuristic | ollama | openai | openrouter | anthropic.
+    pub provider: String,
+    /// Providers tried, in order, when the one before is unavailable.
+    pub fallback: Vec<String>,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// A job that keeps failing (not an outage) is given up after this many tries.
+    pub max_attempts: u32,
+    /// Tokens per provider per day; 0 = no limit. Reached: LLM jobs wait for the next day.
+    pub daily_token_budget: u64,
+    /// Ollama and providers on a loopback address do not count against the budget.
+    pub budget_exempt_local: bool,
+    /// `auto` writes in the conversation's language; anything else names a language.
+    pub language: String,
+    pub l1: L1Settings,
+    pub ollama: ProviderSettings,
+    pub openai: ProviderSettings,
+    pub openrouter: ProviderSettings,
+    pub anthropic: ProviderSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct L1Settings {
+    /// Skip tool calls whose output is empty.
+    pub prune_empty: bool,
+    /// Merge runs of the same kind of operation.
+    pub merge_consecutive: bool,
+    /// A run of at least this many becomes one observation.
+    pub merge_threshold: usize,
+}
+
+/// One LLM provider's endpoint and model.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSettings {
+    pub endpoint: String,
+    pub api_key: String,
+    pub model: String,
+    /// Ask for a streamed answer (SSE / NDJSON).
+    pub stream: bool,
+    /// Total time for one request.
+    pub timeout_secs: u64,
+    /// Most tokens of one answer.
+    pub max_tokens: u32,
+    /// Embedding model, for the vector layer.
+    pub embedding_model: String,
+}
+
+impl Default for CompactSettings {
+    fn default() -> Self {
+        let p =
+            |endpoint: &str, api_key: &str, model: &str, embedding_model: &str| ProviderSettings {
+                endpoint: endpoint.into(),
+                api_key: api_key.into(),
+                model: model.into(),
+                stream: false,
+                timeout_secs: 120,
+                max_tokens: 1024,
+                embedding_model: embedding_model.into(),
+            };
+        CompactSettings {
+            l1_observations: true,
+            l2_talk_summary: true,
+            l3_session_summary: true,
+            provider: "heuristic".into(),
+            fallback: Vec::new(),
+            concurrency: 2,
+            max_attempts: 5,
+            daily_token_budget: 0,
+            budget_exempt_local: true,
+            language: "auto".into(),
+            l1: L1Settings {
+                prune_empty: true,
+                merge_consecutive: true,
+                merge_threshold: 3,
+            },
+            ollama: p("http://localhost:11434", "", "qwen3:8b", "nomic-embed-text"),
+            openai: p(
+                "https://api.openai.com/v1",
+                "${OPENAI_API_KEY}",
+                "gpt-4o-mini",
+                "text-embedding-3-small",
+            ),
+            openrouter: p(
+                "https://openrouter.ai/api/v1",
+                "${OPENROUTER_API_KEY}",
+                "xiaomi/mimo-v2-flash:free",
+                "",
+            ),
+            anthropic: p(
+                "https://api.anthropic.com",
+                "${ANTHROPIC_API_KEY}",
+                "claude-3-haiku-20240307",
+                "",
+            ),
+        }
+    }
+}
+
+impl Default for L1Settings {
+    fn default() -> Self {
+        CompactSettings::default().l1
+    }
+}
+
+/// The providers `[compact] provider` and `fallback` accept.
+pub const PROVIDERS: &[&str] = &["heuristic", "ollama", "openai", "openrouter", "anthropic"];
+
+impl CompactSettings {
+    pub fn provider_settings(&self, name: &str) -> Option<&ProviderSettings> {
+        match name {
+            "ollama" => Some(&self.ollama),
+            "openai" => Some(&self.openai),
+            "openrouter" => Some(&self.openrouter),
+            "anthropic" => Some(&self.anthropic),
+            _ => None,
+        }
+    }
+
+    /// The chain of providers to try, in order, without repeats.
+    pub fn chain(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in std::iter::once(&self.provider).chain(&self.fallback) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
 }
 
 impl Default for WatchSettings {
@@ -133,6 +275,7 @@ impl Default for Settings {
             import: ImportSettings::default(),
             watch: WatchSettings::default(),
             api: ApiSettings::default(),
+            compact: CompactSettings::default(),
         }
     }
 }
@@ -165,17 +308,26 @@ pub struct Resolved {
     pub file_exists: bool,
 }
 
-/// Flattened `section.key` names of every setting.
+/// Flattened `section.key` (and `section.sub.key`) names of every setting.
 fn keys() -> Vec<String> {
-    let v = serde_json::to_value(Settings::default()).expect("settings serialize");
-    let mut out = Vec::new();
-    if let serde_json::Value::Object(sections) = v {
-        for (s, inner) in sections {
-            if let serde_json::Value::Object(fields) = inner {
-                out.extend(fields.keys().map(|k| format!("{s}.{k}")));
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(fields) => {
+                for (k, inner) in fields {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, inner, out);
+                }
             }
+            _ => out.push(prefix.to_owned()),
         }
     }
+    let v = serde_json::to_value(Settings::default()).expect("settings serialize");
+    let mut out = Vec::new();
+    walk("", &v, &mut out);
     out
 }
 
@@ -211,6 +363,7 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
         .sources
         .keys()
         .map(|k| format!("sources.{k}"))
+        .chain(["compact.fallback".to_owned()])
         .collect();
     let set = |b: config::ConfigBuilder<config::builder::DefaultState>, key: &str, val: &str| {
         if list_keys.iter().any(|k| k == key) {
@@ -253,6 +406,28 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
             })?;
     settings.data.dir = expand(&settings.data.dir, inputs.home, inputs.env);
     settings.api.token = expand(&settings.api.token, inputs.home, inputs.env);
+    let c = &mut settings.compact;
+    for p in [
+        &mut c.ollama,
+        &mut c.openai,
+        &mut c.openrouter,
+        &mut c.anthropic,
+    ] {
+        p.api_key = expand(&p.api_key, inputs.home, inputs.env);
+        p.endpoint = expand(&p.endpoint, inputs.home, inputs.env);
+    }
+    // The providers' own variables, when the config does not name a key.
+    for (p, var) in [
+        (&mut c.openai, "OPENAI_API_KEY"),
+        (&mut c.openrouter, "OPENROUTER_API_KEY"),
+        (&mut c.anthropic, "ANTHROPIC_API_KEY"),
+    ] {
+        if p.api_key.is_empty()
+            && let Some(v) = inputs.env.get(var)
+        {
+            p.api_key = v.clone();
+        }
+    }
     for roots in settings.sources.values_mut() {
         for r in roots.iter_mut() {
             *r = expand(r, inputs.home, inputs.env);
@@ -334,6 +509,66 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             "must not contain spaces or control characters".into(),
         );
     }
+    let c = &s.compact;
+    for (key, name) in std::iter::once(("compact.provider", &c.provider))
+        .chain(c.fallback.iter().map(|f| ("compact.fallback", f)))
+    {
+        if !PROVIDERS.contains(&name.as_str()) {
+            return bad(
+                key,
+                format!(
+                    "unknown provider `{name}`; accepted: {}",
+                    PROVIDERS.join(", ")
+                ),
+            );
+        }
+    }
+    range("compact.concurrency", c.concurrency as u64, 1, 16)?;
+    range("compact.max_attempts", u64::from(c.max_attempts), 1, 100)?;
+    range(
+        "compact.l1.merge_threshold",
+        c.l1.merge_threshold as u64,
+        2,
+        1000,
+    )?;
+    if c.language.trim().is_empty() {
+        return bad(
+            "compact.language",
+            "`auto` or a language name such as `English`".into(),
+        );
+    }
+    for (name, p) in [
+        ("ollama", &c.ollama),
+        ("openai", &c.openai),
+        ("openrouter", &c.openrouter),
+        ("anthropic", &c.anthropic),
+    ] {
+        let scheme_ok = p.endpoint.starts_with("http://") || p.endpoint.starts_with("https://");
+        if !scheme_ok || p.endpoint.len() < 10 {
+            return bad(
+                &format!("compact.{name}.endpoint"),
+                format!("expects an http:// or https:// URL, got `{}`", p.endpoint),
+            );
+        }
+        range(
+            &format!("compact.{name}.timeout_secs"),
+            p.timeout_secs,
+            1,
+            3600,
+        )?;
+        range(
+            &format!("compact.{name}.max_tokens"),
+            u64::from(p.max_tokens),
+            16,
+            200_000,
+        )?;
+        if p.model.trim().is_empty() && c.chain().iter().any(|x| x == name) {
+            return bad(
+                &format!("compact.{name}.model"),
+                "names the model to use".into(),
+            );
+        }
+    }
     if !(64 << 10..=256 << 20).contains(&s.import.batch_bytes) {
         return bad(
             "import.batch_bytes",
@@ -400,6 +635,17 @@ impl Settings {
         let mut s = self.clone();
         if !s.api.token.is_empty() {
             s.api.token = "(set)".into();
+        }
+        let c = &mut s.compact;
+        for p in [
+            &mut c.ollama,
+            &mut c.openai,
+            &mut c.openrouter,
+            &mut c.anthropic,
+        ] {
+            if !p.api_key.is_empty() {
+                p.api_key = "(set)".into();
+            }
         }
         s
     }

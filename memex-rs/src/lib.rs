@@ -8,7 +8,9 @@
 
 pub mod api;
 pub mod cli;
+pub mod compact;
 pub mod config;
+pub mod llm;
 pub mod logging;
 pub mod search;
 pub mod service;

@@ -28,12 +28,57 @@ pub struct SearchParams {
     pub query: String,
     pub limit: usize,
     pub filter: Filter,
+    pub level: Level,
 }
+
+/// The level of detail searched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Level {
+    /// Every stored message (L0).
+    #[default]
+    Raw,
+    /// L1 observations.
+    Observations,
+    /// L2 talk summaries.
+    Talks,
+    /// L3 session summaries.
+    Sessions,
+    /// All of them, fused with Reciprocal Rank Fusion.
+    All,
+}
+
+/// What `level` accepts.
+pub const LEVELS: &[&str] = &["raw", "observations", "talks", "sessions", "all"];
+
+impl std::str::FromStr for Level {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Level, String> {
+        Ok(match s {
+            "raw" => Level::Raw,
+            "observations" => Level::Observations,
+            "talks" => Level::Talks,
+            "sessions" => Level::Sessions,
+            "all" => Level::All,
+            other => {
+                return Err(format!(
+                    "must be one of {}, got `{other}`",
+                    LEVELS.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// Reciprocal Rank Fusion constant.
+pub const RRF_K: f64 = 60.0;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Hit {
     pub session_id: String,
-    pub message_id: String,
+    /// The message (raw level only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
     pub agent: String,
     pub project: Option<String>,
     pub role: String,
@@ -66,6 +111,139 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
     if terms.is_empty() {
         return Ok(SearchResponse { results: vec![] });
     }
+    let results = match p.level {
+        Level::Raw => search_raw(conn, p, &terms)?,
+        Level::Observations => search_layer(conn, p, &terms, &OBSERVATIONS, p.limit)?,
+        Level::Talks => search_layer(conn, p, &terms, &TALKS, p.limit)?,
+        Level::Sessions => search_layer(conn, p, &terms, &SESSIONS, p.limit)?,
+        Level::All => {
+            // Each level ranked on its own, then fused: score = Σ 1 / (k + rank).
+            let deeper = (p.limit * 2).min(1000);
+            let lists = [
+                search_raw(
+                    conn,
+                    &SearchParams {
+                        limit: deeper,
+                        ..p.clone()
+                    },
+                    &terms,
+                )?,
+                search_layer(conn, p, &terms, &OBSERVATIONS, deeper)?,
+                search_layer(conn, p, &terms, &TALKS, deeper)?,
+                search_layer(conn, p, &terms, &SESSIONS, deeper)?,
+            ];
+            let mut fused: Vec<Hit> = Vec::new();
+            for list in lists {
+                for (rank, mut h) in list.into_iter().enumerate() {
+                    h.score = 1.0 / (RRF_K + rank as f64 + 1.0);
+                    fused.push(h);
+                }
+            }
+            fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+            fused.truncate(p.limit);
+            fused
+        }
+    };
+    Ok(SearchResponse { results })
+}
+
+/// One compact layer's table, full-text index and columns.
+struct Layer {
+    level: &'static str,
+    kind: &'static str,
+    table: &'static str,
+    fts: &'static str,
+    prompt: &'static str,
+    ts: &'static str,
+    text: &'static str,
+}
+
+const OBSERVATIONS: Layer = Layer {
+    level: "observations",
+    kind: "observation",
+    table: "observations",
+    fts: "observations_fts",
+    prompt: "x.prompt_number",
+    ts: "x.ts",
+    text: "x.title || ' — ' || x.subtitle || char(10) || x.narrative",
+};
+const TALKS: Layer = Layer {
+    level: "talks",
+    kind: "talk_summary",
+    table: "talk_summaries",
+    fts: "talk_summaries_fts",
+    prompt: "x.prompt_number",
+    ts: "x.ts",
+    text: "x.user_request || char(10) || x.summary",
+};
+const SESSIONS: Layer = Layer {
+    level: "sessions",
+    kind: "session_summary",
+    table: "session_summaries",
+    fts: "session_summaries_fts",
+    prompt: "0",
+    ts: "x.updated_at",
+    text: "x.summary",
+};
+
+/// A compact layer, ranked by FTS5's BM25 (the layers are small next to the raw messages).
+fn search_layer(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[fts::Term],
+    l: &Layer,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    let mut args = vec![Sql::Text(fts::match_expr(terms))];
+    let cond = p.filter.sql(Some(l.ts), &mut args);
+    let sql = format!(
+        "SELECT s.session_id, s.agent, COALESCE(s.project_path, s.git_root), {prompt}, {ts}, {text},
+                bm25({fts})
+         FROM {fts} JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk
+         WHERE {fts} MATCH ?1 AND {cond}
+         ORDER BY bm25({fts}) LIMIT {limit}",
+        prompt = l.prompt,
+        ts = l.ts,
+        text = l.text,
+        fts = l.fts,
+        table = l.table,
+    );
+    let mut st = conn.prepare_cached(&sql)?;
+    let rows = st.query_map(params_from_iter(args), |r| {
+        let text: String = r.get(5)?;
+        Ok((
+            Hit {
+                session_id: r.get(0)?,
+                message_id: None,
+                agent: r.get(1)?,
+                project: r.get(2)?,
+                role: "summary".into(),
+                kind: l.kind.into(),
+                prompt_number: r.get(3)?,
+                timestamp: iso(r.get(4)?),
+                snippet: String::new(),
+                score: -r.get::<_, f64>(6)?,
+                level: l.level,
+            },
+            text,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (mut hit, text) = row?;
+        hit.snippet = fts::snippet(&text, terms, 200);
+        out.push(hit);
+    }
+    Ok(out)
+}
+
+/// Raw level: the newest matching messages, ranked here with BM25.
+fn search_raw(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[fts::Term],
+) -> Result<Vec<Hit>, SearchError> {
+    let terms = terms.to_vec();
     // One read transaction for the whole search: one snapshot, and one lock instead of one per
     // statement.
     let tx = conn.unchecked_transaction()?;
@@ -86,7 +264,7 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
         .query_map(params_from_iter(args), |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     if rowids.is_empty() {
-        return Ok(SearchResponse { results: vec![] });
+        return Ok(Vec::new());
     }
 
     // BM25 over the candidates (k1 = 1.2, b = 0.75).
@@ -118,7 +296,7 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
             Ok((
                 Hit {
                     session_id: r.get(0)?,
-                    message_id: r.get(1)?,
+                    message_id: Some(r.get(1)?),
                     agent: r.get(2)?,
                     project: r.get(3)?,
                     role: r.get(4)?,
@@ -151,14 +329,13 @@ pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, Sea
     // sort is stable).
     hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
     hits.truncate(p.limit);
-    let results = hits
+    Ok(hits
         .into_iter()
         .map(|(mut hit, text, _)| {
             hit.snippet = fts::snippet(&text, &terms, 200);
             hit
         })
-        .collect();
-    Ok(SearchResponse { results })
+        .collect())
 }
 
 /// Parses a time bound: RFC 3339, a date (`2026-06-01`, UTC midnight), or an age (`30m`,

@@ -292,3 +292,82 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// A local server speaking OpenAI's `/v1/chat/completions` (JSON), answering every request
+/// after `delay` with one object that holds the keys of every compact layer, and recording the
+/// user message of each request.
+pub struct FakeLlm {
+    pub url: String,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl FakeLlm {
+    pub fn start(delay: std::time::Duration) -> FakeLlm {
+        Self::start_on("127.0.0.1:0", delay)
+    }
+
+    pub fn start_on(addr: &str, delay: std::time::Duration) -> FakeLlm {
+        use axum::routing::{get, post};
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let seen = requests.clone();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .route(
+                "/v1/chat/completions",
+                post(move |axum::Json(body): axum::Json<Value>| {
+                    let seen = seen.clone();
+                    async move {
+                        let user = body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
+                        seen.lock().unwrap().push(user);
+                        tokio::time::sleep(delay).await;
+                        let content = serde_json::json!({
+                            "type": "change", "title": "fake title", "subtitle": "fake subtitle",
+                            "facts": ["fake fact"], "narrative": "fake narrative",
+                            "user_request": "fake request", "summary": "fake summary",
+                            "completed": "fake completed", "key_points": ["fake point"],
+                            "technologies": ["FakeTech"]
+                        })
+                        .to_string();
+                        axum::Json(serde_json::json!({
+                            "id": "x", "object": "chat.completion", "model": "fake-model",
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                            "usage": {"prompt_tokens": 50, "completion_tokens": 20}
+                        }))
+                    }
+                }),
+            )
+            .route("/v1/models", get(|| async { axum::Json(serde_json::json!({"data": []})) }));
+        runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        FakeLlm {
+            url,
+            requests,
+            _runtime: runtime,
+        }
+    }
+}
+
+/// A loopback address nothing listens on (for outages).
+pub fn closed_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a.to_string()
+}
+
+/// Opens an archive for checks (the `memex_unzstd` function included).
+pub fn db(data_dir: &Path) -> rusqlite::Connection {
+    memex::store::connect(&memex::store::db_path(data_dir)).unwrap()
+}
+
+pub fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}

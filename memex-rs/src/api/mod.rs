@@ -13,11 +13,12 @@ use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
-use crate::search::{self, SearchParams};
+use crate::search::{self, Level, SearchParams};
 use crate::service::Shared;
 use crate::store::{ReadPool, read};
 
@@ -33,6 +34,8 @@ pub struct ApiState {
     /// contention, and each needs a connection with a warm cache, so requests beyond this wait
     /// (cheaply, as futures) instead.
     pub readers: Arc<tokio::sync::Semaphore>,
+    /// The compact queue (absent: compaction cannot be triggered through this server).
+    pub compactor: Option<Compactor>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -94,6 +97,11 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/search", get(search_handler))
         .route("/api/sessions", get(sessions))
         .route("/api/sessions/{id}", get(session))
+        .route("/api/sessions/{id}/summary", get(session_summary))
+        .route("/api/compact/trigger", post(compact_trigger))
+        .route("/api/compact/session/{id}", post(compact_session))
+        .route("/api/compact/regenerate", post(compact_regenerate))
+        .route("/api/compact/status", get(compact_status))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -151,7 +159,8 @@ async fn method_not_allowed() -> ApiError {
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
-        message: "this endpoint only answers GET".into(),
+        message: "this method is not served here: the compact endpoints take POST, the rest GET"
+            .into(),
     }
 }
 
@@ -305,14 +314,14 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             query.len()
         )));
     }
-    if let Some(level) = p.get("level")
-        && level != "raw"
-    {
-        return Err(ApiError::bad_parameter(format!(
-            "`level` must be `raw` (the only level this archive has so far), got `{level}`"
-        )));
-    }
+    let level: Level = match p.get("level") {
+        None => Level::Raw,
+        Some(l) => l
+            .parse()
+            .map_err(|e: String| ApiError::bad_parameter(format!("`level` {e}")))?,
+    };
     let params = SearchParams {
+        level,
         query,
         limit: p.number("limit", 10, 1, 1000)? as usize,
         filter: read::Filter {
@@ -361,27 +370,16 @@ async fn session(
     let p = Params::parse(q, &["format"])?;
     match p.get("format").as_deref() {
         None | Some("raw") => {}
+        Some("summary") => return summary_of(&st, id).await,
         Some(other) => {
             return Err(ApiError::bad_parameter(format!(
-                "`format` must be `raw` (full unified messages; summaries come with the compact layer), got `{other}`"
+                "`format` must be `raw` (every unified message) or `summary` (the compact layers), got `{other}`"
             )));
         }
     }
-    if id.is_empty() || id.len() > MAX_ID || id.chars().any(char::is_control) {
-        return Err(ApiError::bad_parameter(format!(
-            "the session id must be 1 to {MAX_ID} printable characters"
-        )));
-    }
+    check_id(&id)?;
     let found = read(&st, move |c| {
-        let Some(s) = read::find_session(c, &id).map_err(ApiError::internal)? else {
-            return Err(ApiError {
-                status: StatusCode::NOT_FOUND,
-                code: "session_not_found",
-                message: format!(
-                    "no session `{id}` (an id or a prefix of one only one session has)"
-                ),
-            });
-        };
+        let s = find(c, &id)?;
         let messages = read::session_messages(c, s.pk).map_err(ApiError::internal)?;
         let usage = read::session_usage(c, s.pk).map_err(ApiError::internal)?;
         Ok((s, usage, messages))
@@ -391,4 +389,182 @@ async fn session(
     let mut sv = serde_json::to_value(&s).map_err(ApiError::internal)?;
     sv["usage"] = serde_json::to_value(&usage).map_err(ApiError::internal)?;
     Ok(Json(json!({"session": sv, "messages": messages})))
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > MAX_ID || id.chars().any(char::is_control) {
+        return Err(ApiError::bad_parameter(format!(
+            "the session id must be 1 to {MAX_ID} printable characters"
+        )));
+    }
+    Ok(())
+}
+
+fn find(c: &rusqlite::Connection, id: &str) -> Result<read::SessionRow, ApiError> {
+    read::find_session(c, id)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: "session_not_found",
+            message: format!("no session `{id}` (an id or a prefix of one only one session has)"),
+        })
+}
+
+async fn summary_of(st: &ApiState, id: String) -> ApiResult {
+    check_id(&id)?;
+    let v = read(st, move |c| {
+        let s = find(c, &id)?;
+        queue::summary_view(c, s.pk, &s.session_id).map_err(ApiError::internal)
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+async fn session_summary(
+    State(st): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Params::parse(q, &[])?;
+    summary_of(&st, id).await
+}
+
+fn compactor(st: &ApiState) -> Result<&Compactor, ApiError> {
+    st.compactor.as_ref().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "compaction_unavailable",
+        message: "this server does not run the compact queue".into(),
+    })
+}
+
+/// Queues everything pending: complete talks never summarised, idle sessions without L3.
+async fn compact_trigger(
+    State(st): State<ApiState>,
+    RawQuery(q): RawQuery,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    Params::parse(q, &[])?;
+    let c = compactor(&st)?.clone();
+    c.engine.reset_circuits();
+    let sw = c.switches;
+    let idle_before = c.idle_before();
+    let queued = c
+        .writer
+        .run(move |conn| queue::plan_pending(conn, sw, idle_before, "api"))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    c.wake.notify_waiters();
+    let ready = read(&st, |conn| {
+        queue::ready_count(conn).map_err(ApiError::internal)
+    })
+    .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"queued": queued, "ready": ready})),
+    ))
+}
+
+/// Compacts one session now: its last talk counts as complete, and its L3 is (re)built.
+async fn compact_session(
+    State(st): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    Params::parse(q, &[])?;
+    check_id(&id)?;
+    let c = compactor(&st)?.clone();
+    let s = read(&st, move |conn| find(conn, &id)).await?;
+    let queued = c.plan(vec![s.pk], true, "api").await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": s.session_id, "queued": queued})),
+    ))
+}
+
+/// Queues regeneration: body `{"level": "l1"|"l2"|"l3"|"all", "session": ID, "since": TIME}`,
+/// every field optional.
+async fn compact_regenerate(
+    State(st): State<ApiState>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    Params::parse(q, &[])?;
+    let c = compactor(&st)?.clone();
+    let v: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?
+    };
+    let Some(obj) = v.as_object() else {
+        return Err(ApiError::bad_parameter("the body must be a JSON object"));
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["level", "session", "since"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_parameter(format!(
+            "unknown field `{k}`; accepted: level, session, since"
+        )));
+    }
+    let field = |k: &str| -> Result<Option<String>, ApiError> {
+        match obj.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(ApiError::bad_parameter(format!("`{k}` must be a string"))),
+        }
+    };
+    let levels = regenerate_levels(field("level")?.as_deref()).map_err(ApiError::bad_parameter)?;
+    let since = field("since")?
+        .map(|t| {
+            search::parse_time(&t).map_err(|e| ApiError::bad_parameter(format!("`since`: {e}")))
+        })
+        .transpose()?;
+    let session = match field("session")? {
+        Some(id) => {
+            check_id(&id)?;
+            Some(read(&st, move |conn| find(conn, &id)).await?.pk)
+        }
+        None => None,
+    };
+    let queued = c
+        .writer
+        .run(move |conn| queue::regenerate(conn, &levels, session, since))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    c.wake.notify_waiters();
+    Ok((StatusCode::ACCEPTED, Json(json!({"queued": queued}))))
+}
+
+/// `l1`, `l2`, `l3` or `all` (the default).
+pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<&'static str>, String> {
+    Ok(match level.unwrap_or("all") {
+        "l1" => vec!["l1"],
+        "l2" => vec!["l2"],
+        "l3" => vec!["l3"],
+        "all" => vec!["l1", "l2", "l3"],
+        other => return Err(format!("`level` must be l1, l2, l3 or all, got `{other}`")),
+    })
+}
+
+async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    Params::parse(q, &[])?;
+    let status = read(&st, |c| queue::status(c).map_err(ApiError::internal)).await?;
+    let mut v = serde_json::to_value(status).map_err(ApiError::internal)?;
+    let cs = &st.settings.compact;
+    v["chain"] = json!(cs.chain());
+    v["daily_token_budget"] = json!(cs.daily_token_budget);
+    if let Some(c) = &st.compactor {
+        v["layers"] = json!({"l1": c.switches.l1, "l2": c.switches.l2, "l3": c.switches.l3});
+        v["budget"] = json!(
+            c.engine
+                .budget_state()
+                .into_iter()
+                .map(|(p, used, paused)| json!({"provider": p, "tokens_today": used, "paused": paused,
+                    "why": paused.then_some("daily token budget reached: LLM jobs wait for tomorrow")}))
+                .collect::<Vec<_>>()
+        );
+    }
+    Ok(Json(v))
 }

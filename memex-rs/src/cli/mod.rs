@@ -45,6 +45,11 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// The compact layers: trigger, one session, status, regenerate.
+    Compact {
+        #[command(subcommand)]
+        command: CompactCommand,
+    },
     /// What the archive holds.
     Status {
         #[arg(long)]
@@ -92,8 +97,36 @@ pub struct SearchArgs {
     /// Only messages before this time.
     #[arg(long)]
     pub until: Option<String>,
+    /// raw (every message), observations (L1), talks (L2), sessions (L3) or all (fused).
+    #[arg(long, default_value = "raw")]
+    pub level: String,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CompactCommand {
+    /// Process everything pending (through the running service, or here when none runs).
+    Trigger,
+    /// Compact one session now: its last talk counts as complete, its summary is rebuilt.
+    Session { id: String },
+    /// Jobs per level and state, coverage, tokens spent and saved.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rebuild layers from raw with the current provider and prompt version.
+    Regenerate {
+        /// l1, l2, l3 or all.
+        #[arg(long, default_value = "all")]
+        level: String,
+        /// Only this session (id or unique prefix).
+        #[arg(long)]
+        session: Option<String>,
+        /// Only sessions active since (RFC 3339, a date or an age such as 7d).
+        #[arg(long)]
+        since: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -115,8 +148,12 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
         /// Print the original transcript records (redacted) instead, one per line.
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long, conflicts_with_all = ["json", "format"])]
         raw: bool,
+        /// `raw` (every message) or `summary` (the session summary, talk summaries and
+        /// observations).
+        #[arg(long, default_value = "raw", value_parser = ["raw", "summary"])]
+        format: String,
     },
 }
 
@@ -178,6 +215,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Import(a) => import(&ctx, a),
         Command::Search(a) => search_cmd(&ctx, a),
         Command::Sessions { command } => sessions(&ctx, command),
+        Command::Compact { command } => compact(&ctx, command),
         Command::Status { json } => status(&ctx, json),
         Command::Config { json } => show_config(&ctx, json),
     }
@@ -409,7 +447,12 @@ fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
             "for example --limit 20",
         ));
     }
+    let level: search::Level = a
+        .level
+        .parse()
+        .map_err(|e: String| user_error(format!("--level {e}"), "for example --level talks"))?;
     let params = SearchParams {
+        level,
         query: a.query,
         limit: a.limit,
         filter: filter(a.agent, a.project, a.session, a.since, a.until)?,
@@ -474,7 +517,12 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                 )?;
             }
         }
-        SessionsCommand::Show { id, json, raw } => {
+        SessionsCommand::Show {
+            id,
+            json,
+            raw,
+            format,
+        } => {
             let Some(s) = read::find_session(&conn, &id)? else {
                 return Err(UserError {
                     message: format!("no session `{id}`"),
@@ -483,6 +531,15 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                 }
                 .into());
             };
+            if format == "summary" {
+                let v = crate::compact::queue::summary_view(&conn, s.pk, &s.session_id)?;
+                if json {
+                    writeln!(out, "{v}")?;
+                } else {
+                    print_summary(&mut out, &v)?;
+                }
+                return Ok(());
+            }
             if raw {
                 for record in read::raw_records(&conn, s.pk)? {
                     out.write_all(&record)?;
@@ -543,6 +600,321 @@ fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn print_summary(out: &mut impl Write, v: &serde_json::Value) -> Result<()> {
+    let list = |v: &serde_json::Value| {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    match v["session_summary"].as_object() {
+        Some(s) => {
+            writeln!(
+                out,
+                "# session {}
+",
+                v["session_id"].as_str().unwrap_or("")
+            )?;
+            writeln!(
+                out,
+                "{}
+",
+                s["summary"].as_str().unwrap_or("")
+            )?;
+            for k in s["key_points"].as_array().into_iter().flatten() {
+                writeln!(out, "- {}", k.as_str().unwrap_or(""))?;
+            }
+            writeln!(
+                out,
+                "
+technologies: {}",
+                list(&s["technologies"])
+            )?;
+            writeln!(out, "files: {}", list(&s["files_involved"]))?;
+            writeln!(
+                out,
+                "written by {} ({}), {} in / {} out tokens
+",
+                s["provider"].as_str().unwrap_or(""),
+                s["prompt_version"].as_str().unwrap_or(""),
+                s["tokens_input"],
+                s["tokens_output"]
+            )?;
+        }
+        None => writeln!(
+            out,
+            "# session {} (no session summary yet)
+",
+            v["session_id"].as_str().unwrap_or("")
+        )?,
+    }
+    let observations = v["observations"].as_array().cloned().unwrap_or_default();
+    for t in v["talks"].as_array().into_iter().flatten() {
+        let p = t["prompt_number"].as_i64().unwrap_or(0);
+        writeln!(out, "## [{p}] {}", t["user_request"].as_str().unwrap_or(""))?;
+        writeln!(out, "{}", t["summary"].as_str().unwrap_or(""))?;
+        for o in observations
+            .iter()
+            .filter(|o| o["prompt_number"].as_i64() == Some(p))
+        {
+            writeln!(
+                out,
+                "  · {} [{}] {}",
+                o["title"].as_str().unwrap_or(""),
+                o["type"].as_str().unwrap_or(""),
+                o["subtitle"].as_str().unwrap_or("")
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The address of the running service, from the lock file.
+fn service_addr(ctx: &Ctx) -> Option<String> {
+    let holder = store::lock::holder(&ctx.resolved.settings.data_dir())?;
+    let rest = holder.split("memex serve on ").nth(1)?;
+    rest.split_whitespace().next().map(str::to_owned)
+}
+
+/// POSTs to the running service.
+fn post_service(
+    ctx: &Ctx,
+    addr: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> Result<serde_json::Value> {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
+    let mut req = client.post(format!("http://{addr}{path}")).json(&body);
+    let token = &ctx.resolved.settings.api.token;
+    if !token.is_empty() {
+        req = req.bearer_auth(token);
+    }
+    let res = req
+        .send()
+        .with_context(|| format!("cannot reach the running service at {addr}"))?;
+    let status = res.status();
+    let v: serde_json::Value = res.json().unwrap_or_default();
+    if !status.is_success() {
+        return Err(UserError {
+            message: format!(
+                "the service answered {status}: {}",
+                v["error"]["message"].as_str().unwrap_or("")
+            ),
+            hint: None,
+            code: if status.as_u16() == 404 { 3 } else { 2 },
+        }
+        .into());
+    }
+    Ok(v)
+}
+
+fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
+    use crate::compact::queue;
+    let s = &ctx.resolved.settings;
+    let dir = s.data_dir();
+    if let CompactCommand::Status { json } = cmd {
+        let conn = reader(ctx)?;
+        let st = queue::status(&conn)?;
+        let mut out = std::io::stdout().lock();
+        if json {
+            let mut v = serde_json::to_value(&st)?;
+            v["chain"] = json!(s.compact.chain());
+            writeln!(out, "{v}")?;
+            return Ok(());
+        }
+        writeln!(out, "providers  {}", s.compact.chain().join(" → "))?;
+        for (level, states) in &st.jobs {
+            writeln!(
+                out,
+                "{level}         pending {:>6}  running {:>3}  done {:>7}  failed {:>4}",
+                states["pending"], states["running"], states["done"], states["failed"]
+            )?;
+        }
+        if st.waiting > 0 {
+            writeln!(out, "waiting    {} jobs wait for a provider", st.waiting)?;
+        }
+        writeln!(
+            out,
+            "rows       {} observations, {} talk summaries, {} session summaries",
+            st.rows["observations"], st.rows["talk_summaries"], st.rows["session_summaries"]
+        )?;
+        writeln!(
+            out,
+            "coverage   L1 {}%  L2 {}%  L3 {}%",
+            st.coverage["l1_percent"], st.coverage["l2_percent"], st.coverage["l3_percent"]
+        )?;
+        writeln!(
+            out,
+            "tokens     saved {} (raw {} → summaries {})",
+            st.tokens_saved["saved"],
+            st.tokens_saved["raw_tokens_covered"],
+            st.tokens_saved["summary_tokens"]
+        )?;
+        for t in st.tokens_per_provider_day.iter().take(7) {
+            writeln!(
+                out,
+                "  {} {:<10} {} calls, {} in / {} out",
+                t["day"].as_str().unwrap_or(""),
+                t["provider"].as_str().unwrap_or(""),
+                t["calls"],
+                t["tokens_input"],
+                t["tokens_output"]
+            )?;
+        }
+        if let Some(e) = &st.last_error {
+            writeln!(
+                out,
+                "last error {} {} #{}: {}",
+                e["level"].as_str().unwrap_or(""),
+                e["session_id"].as_str().unwrap_or(""),
+                e["prompt_number"],
+                e["error"].as_str().unwrap_or("")
+            )?;
+        }
+        return Ok(());
+    }
+    // What to queue, checked before anything runs.
+    let since = match &cmd {
+        CompactCommand::Regenerate { since: Some(t), .. } => Some(
+            search::parse_time(t)
+                .map_err(|e| user_error(format!("--since: {e}"), "for example --since 7d"))?,
+        ),
+        _ => None,
+    };
+    if let CompactCommand::Regenerate { level, .. } = &cmd {
+        crate::api::regenerate_levels(Some(level))
+            .map_err(|e| user_error(e.replace("`level`", "--level"), "for example --level l2"))?;
+    }
+    let session_pk = match &cmd {
+        CompactCommand::Session { id }
+        | CompactCommand::Regenerate {
+            session: Some(id), ..
+        } => {
+            let conn = reader(ctx)?;
+            let Some(row) = read::find_session(&conn, id)? else {
+                return Err(UserError {
+                    message: format!("no session `{id}`"),
+                    hint: Some("`memex sessions list` shows session ids".into()),
+                    code: 3,
+                }
+                .into());
+            };
+            Some((row.pk, row.session_id))
+        }
+        _ => None,
+    };
+    if let Some(addr) = service_addr(ctx) {
+        // The service owns the archive: hand the work to it.
+        let v = match &cmd {
+            CompactCommand::Trigger => post_service(ctx, &addr, "/api/compact/trigger", json!({}))?,
+            CompactCommand::Session { .. } => post_service(
+                ctx,
+                &addr,
+                &format!(
+                    "/api/compact/session/{}",
+                    session_pk.as_ref().map_or("", |s| s.1.as_str())
+                ),
+                json!({}),
+            )?,
+            CompactCommand::Regenerate {
+                level, since: t, ..
+            } => post_service(
+                ctx,
+                &addr,
+                "/api/compact/regenerate",
+                json!({"level": level, "session": session_pk.as_ref().map(|s| &s.1), "since": t}),
+            )?,
+            CompactCommand::Status { .. } => unreachable!("handled above"),
+        };
+        println!(
+            "queued {} jobs in the running service ({addr}); `memex compact status` follows them",
+            v["queued"]
+        );
+        return Ok(());
+    }
+    let _lock = store::lock::acquire(&dir, "memex compact")?;
+    let (writer, handle) = store::Writer::start(&dir)
+        .with_context(|| format!("cannot open the archive in {}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let c = queue::Compactor::new(
+        crate::compact::Engine::new(s.compact.clone()),
+        writer.clone(),
+        store::ReadPool::new(&dir),
+        s.watch.idle_minutes,
+    );
+    let sw = c.switches;
+    let idle_before = c.idle_before();
+    let started = std::time::Instant::now();
+    let ran = runtime.block_on(async {
+        c.start().await?;
+        let queued = match &cmd {
+            CompactCommand::Trigger => {
+                c.writer
+                    .run(move |conn| queue::plan_pending(conn, sw, idle_before, "cli"))
+                    .await??
+            }
+            CompactCommand::Session { .. } => {
+                c.plan(vec![session_pk.as_ref().map_or(0, |s| s.0)], true, "cli")
+                    .await
+            }
+            CompactCommand::Regenerate { level, .. } => {
+                let levels = crate::api::regenerate_levels(Some(level)).unwrap_or_default();
+                let pk = session_pk.as_ref().map(|s| s.0);
+                c.writer
+                    .run(move |conn| queue::regenerate(conn, &levels, pk, since))
+                    .await??
+            }
+            CompactCommand::Status { .. } => 0,
+        };
+        let total = c.writer.run(|conn| queue::ready_count(conn)).await??;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} compacting {pos}/{len} jobs [{bar:30}] eta {eta}",
+                )
+                .unwrap()
+                .progress_chars("=> "),
+            );
+            b
+        });
+        let n = c
+            .drain(&|n| {
+                if let Some(b) = &bar {
+                    b.set_position(n);
+                }
+            })
+            .await?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        Ok::<_, anyhow::Error>((queued, n))
+    })?;
+    let status = runtime.block_on(c.writer.run(|conn| queue::status(conn)))??;
+    drop(c);
+    drop(writer);
+    let _ = handle.join();
+    println!(
+        "queued {} jobs, ran {} in {:.1}s; {} waiting for a provider, {} failed (`memex compact status`)",
+        ran.0,
+        ran.1,
+        started.elapsed().as_secs_f64(),
+        status.waiting,
+        status.jobs.values().map(|s| s["failed"]).sum::<i64>()
+    );
     Ok(())
 }
 

@@ -203,8 +203,26 @@ pub async fn run(
         state.watch.clone(),
     )?;
 
+    // The compact queue: recover jobs a crash left running, plan what was missed while down,
+    // then `concurrency` workers.
+    let compactor = crate::compact::queue::Compactor::new(
+        crate::compact::Engine::new(s.compact.clone()),
+        writer.clone(),
+        store::ReadPool::new(&data_dir),
+        s.watch.idle_minutes,
+    );
+    match compactor.start().await {
+        Ok((reset, planned)) => {
+            tracing::info!(reset, planned, chain = ?s.compact.chain(), "compact queue ready")
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot prepare the compact queue"),
+    }
+    let workers: Vec<_> = (0..s.compact.concurrency)
+        .map(|_| tokio::spawn(compactor.clone().worker(stop.clone(), shutdown_rx.clone())))
+        .collect();
+
     // Ingester → tracker: session activity, one message per ingest; the tracker only updates a
-    // map, so it is never the slow side.
+    // map and queues compact jobs, so it is never the slow side.
     let (activity_tx, activity_rx) = mpsc::channel(64);
     let tracker = tokio::spawn(tracker::run(
         tracker::Tracker::new(s.watch.idle_minutes),
@@ -212,6 +230,7 @@ pub async fn run(
         writer.clone(),
         store::ReadPool::new(&data_dir),
         state.clone(),
+        Some(compactor.clone()),
         shutdown_rx.clone(),
     ));
 
@@ -241,6 +260,7 @@ pub async fn run(
         settings: Arc::new(cfg.settings.clone()),
         token,
         readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
+        compactor: Some(compactor.clone()),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {
@@ -269,7 +289,11 @@ pub async fn run(
         })
         .await;
         let _ = tracker.await;
+        for w in workers {
+            let _ = w.await;
+        }
         let _ = http.await;
+        drop(compactor);
         drop(writer);
         let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
     };

@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use super::Shared;
+use crate::compact::queue::Compactor;
 use crate::store::{ReadPool, Writer};
 
 /// A session that has been idle for `idle_minutes`.
@@ -93,6 +94,7 @@ pub(super) async fn run(
     writer: Writer,
     pool: ReadPool,
     state: Shared,
+    compactor: Option<Compactor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let now = || chrono::Utc::now().timestamp_millis();
@@ -121,7 +123,12 @@ pub(super) async fn run(
         Err(e) => tracing::warn!(error = %e, "cannot read sessions awaiting their idle event"),
     }
     loop {
-        fire(&mut tracker, now(), &writer, &state).await;
+        let idle = fire(&mut tracker, now(), &writer, &state).await;
+        if let Some(c) = &compactor
+            && !idle.is_empty()
+        {
+            c.plan(idle, true, "idle").await;
+        }
         state
             .tracker
             .active
@@ -130,27 +137,35 @@ pub(super) async fn run(
         let wait = tracker
             .next_due()
             .map_or(60_000, |at| (at - now()).clamp(10, 60_000));
-        tokio::select! {
+        let msg = tokio::select! {
             msg = activity.recv() => match msg {
-                Some(touched) => {
-                    let t = now();
-                    for (pk, at) in touched {
-                        tracker.touch(pk, at, t);
-                    }
-                }
+                Some(touched) => Some(touched),
                 None => break,
             },
-            _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => None,
             _ = shutdown.wait_for(|s| *s) => break,
+        };
+        if let Some(touched) = msg {
+            let t = now();
+            let pks: Vec<i64> = touched.keys().copied().collect();
+            for (pk, at) in touched {
+                tracker.touch(pk, at, t);
+            }
+            // Talks completed by the new prompts get their L1 and L2.
+            if let Some(c) = &compactor {
+                c.plan(pks, false, "talk complete").await;
+            }
         }
     }
 }
 
-async fn fire(tracker: &mut Tracker, now: i64, writer: &Writer, state: &Shared) {
+/// Sends the idle events due; returns the sessions that went idle.
+async fn fire(tracker: &mut Tracker, now: i64, writer: &Writer, state: &Shared) -> Vec<i64> {
     let due = tracker.due(now);
     if due.is_empty() {
-        return;
+        return Vec::new();
     }
+    let pks: Vec<i64> = due.iter().map(|e| e.session_pk).collect();
     let rows: Vec<(i64, i64)> = due
         .iter()
         .map(|e| (e.session_pk, e.last_activity_ms))
@@ -179,9 +194,10 @@ async fn fire(tracker: &mut Tracker, now: i64, writer: &Writer, state: &Shared) 
         .fetch_add(due.len() as u64, Ordering::Relaxed);
     tracing::info!(sessions = due.len(), "sessions went idle");
     for e in due {
-        // Nobody listening yet is fine: the archive records the event.
+        // Nobody listening is fine: the archive records the event.
         let _ = state.idle_events.send(e);
     }
+    pks
 }
 
 #[cfg(test)]

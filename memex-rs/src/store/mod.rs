@@ -28,6 +28,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_service",
         include_str!("../../../migrations/0002_service.sql"),
     ),
+    (
+        "0003_compact",
+        include_str!("../../../migrations/0003_compact.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

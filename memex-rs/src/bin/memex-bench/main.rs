@@ -536,6 +536,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
             query: q.to_string(),
             limit: 10,
             filter: Default::default(),
+            level: Default::default(),
         };
         let hits = search(&conn, &p).unwrap().results.len(); // warm-up
         let mut lat = Vec::new();

@@ -1,0 +1,398 @@
+//! The compact layers: L1 observations (one per tool call, after pruning and merging), L2 talk
+//! summaries (one per prompt once its talk is complete), L3 session summaries (from the L2s
+//! only). Optional and regenerable: raw (L0) stays the truth.
+//!
+//! - [`heuristic`]: the deterministic, zero-token compactor (the default and the last resort).
+//! - [`prompt`]: what an LLM is asked and how its answer is read.
+//! - [`Engine`]: runs one item through the provider chain (budget, outages, fallback).
+//! - [`queue`]: the persistent job queue, the planner that fills it, and the worker component.
+
+pub mod heuristic;
+pub mod prompt;
+pub mod queue;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::CompactSettings;
+use crate::llm::{self, ChatProvider, ChatRequest, LlmError};
+
+/// The language a conversation is written in (summaries follow it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Lang {
+    En,
+    Zh,
+    Ja,
+}
+
+/// A tool call with its result.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub message_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub output: String,
+    pub is_error: bool,
+    pub ts: Option<i64>,
+}
+
+/// One talk: a prompt and everything up to the next one.
+#[derive(Debug, Clone)]
+pub struct Talk {
+    pub prompt_number: i64,
+    pub prompt: String,
+    pub assistant_texts: Vec<String>,
+    pub calls: Vec<Call>,
+    /// Estimated tokens of everything in it (for "tokens saved").
+    pub raw_tokens: u64,
+    pub lang: Lang,
+    pub ts: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    pub first_message_id: String,
+    pub last_message_id: String,
+    pub tool_name: String,
+    pub call_count: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub subtitle: String,
+    pub facts: Vec<String>,
+    pub narrative: String,
+    pub files_read: Vec<String>,
+    pub files_modified: Vec<String>,
+    pub ts: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TalkSummary {
+    pub prompt_number: i64,
+    pub user_request: String,
+    pub summary: String,
+    pub completed: String,
+    pub files_involved: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub summary: String,
+    pub key_points: Vec<String>,
+    pub files_involved: Vec<String>,
+    pub technologies: Vec<String>,
+    pub talks_covered: i64,
+}
+
+/// Who wrote a row and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Provenance {
+    pub provider: String,
+    pub model: Option<String>,
+    pub prompt_version: String,
+    pub tokens_input: u64,
+    pub tokens_output: u64,
+    pub confidence: f64,
+    /// Why an earlier provider of the chain did not write it.
+    pub fallback_reason: Option<String>,
+}
+
+/// The heuristic's own version, recorded like a prompt version.
+pub const HEURISTIC_VERSION: &str = "heuristic-v1";
+
+impl Provenance {
+    fn heuristic(fallback_reason: Option<String>) -> Provenance {
+        Provenance {
+            provider: "heuristic".into(),
+            model: None,
+            prompt_version: HEURISTIC_VERSION.into(),
+            tokens_input: 0,
+            tokens_output: 0,
+            confidence: heuristic::CONFIDENCE,
+            fallback_reason,
+        }
+    }
+}
+
+/// Tokens one provider spent on one item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spend {
+    pub provider: String,
+    pub tokens_input: u64,
+    pub tokens_output: u64,
+}
+
+/// The outcome of one item.
+#[derive(Debug, Clone)]
+pub struct Written<T> {
+    pub value: T,
+    pub provenance: Provenance,
+    pub spend: Vec<Spend>,
+    /// The LLM answered, but not with what was asked.
+    pub malformed: bool,
+}
+
+/// Why an item could not be written now.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}")]
+pub struct NotNow {
+    /// Every provider was out (outage, open circuit, budget): wait, do not count an attempt.
+    pub outage: bool,
+    pub reason: String,
+    pub retry_after: Option<Duration>,
+}
+
+enum Link {
+    Heuristic,
+    Llm(Arc<dyn ChatProvider>),
+}
+
+/// Runs items through the configured provider chain.
+pub struct Engine {
+    pub settings: CompactSettings,
+    chain: Vec<Link>,
+    /// Tokens spent today per provider (UTC day), for the budget.
+    spent: Mutex<HashMap<String, (String, u64)>>,
+}
+
+fn today() -> String {
+    chrono::Utc::now().format("%Y-%m-%d").to_string()
+}
+
+impl Engine {
+    pub fn new(settings: CompactSettings) -> Engine {
+        let chain = settings
+            .chain()
+            .iter()
+            .map(|name| match llm::chat_provider(name, &settings) {
+                Some(p) => Link::Llm(p),
+                None => Link::Heuristic,
+            })
+            .collect();
+        Engine {
+            settings,
+            chain,
+            spent: Mutex::default(),
+        }
+    }
+
+    /// An engine with given providers (tests, and the real-model script).
+    pub fn with_chain(
+        settings: CompactSettings,
+        providers: Vec<Option<Arc<dyn ChatProvider>>>,
+    ) -> Engine {
+        Engine {
+            settings,
+            chain: providers
+                .into_iter()
+                .map(|p| p.map_or(Link::Heuristic, Link::Llm))
+                .collect(),
+            spent: Mutex::default(),
+        }
+    }
+
+    /// Someone asked for the work now: providers forget past failures.
+    pub fn reset_circuits(&self) {
+        for l in &self.chain {
+            if let Link::Llm(p) = l {
+                p.reset();
+            }
+        }
+    }
+
+    /// Whether only the heuristic writes (no provider to wait for).
+    pub fn heuristic_only(&self) -> bool {
+        matches!(self.chain.first(), Some(Link::Heuristic) | None)
+    }
+
+    /// Seeds today's spend from the archive.
+    pub fn load_spend(&self, rows: Vec<(String, u64)>) {
+        let day = today();
+        let mut s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        for (provider, tokens) in rows {
+            s.insert(provider, (day.clone(), tokens));
+        }
+    }
+
+    fn over_budget(&self, p: &dyn ChatProvider) -> bool {
+        let budget = self.settings.daily_token_budget;
+        if budget == 0 || (self.settings.budget_exempt_local && p.is_local()) {
+            return false;
+        }
+        let s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        s.get(p.name())
+            .is_some_and(|(day, used)| *day == today() && *used >= budget)
+    }
+
+    fn add_spend(&self, provider: &str, tokens: u64) {
+        let day = today();
+        let mut s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let e = s.entry(provider.to_owned()).or_insert((day.clone(), 0));
+        if e.0 != day {
+            *e = (day, 0);
+        }
+        e.1 += tokens;
+    }
+
+    /// Providers whose budget is spent for today.
+    pub fn budget_state(&self) -> Vec<(String, u64, bool)> {
+        let day = today();
+        self.chain
+            .iter()
+            .filter_map(|l| match l {
+                Link::Llm(p) => {
+                    let used = {
+                        let s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+                        s.get(p.name())
+                            .filter(|(d, _)| *d == day)
+                            .map_or(0, |x| x.1)
+                    };
+                    Some((p.name().to_owned(), used, self.over_budget(p.as_ref())))
+                }
+                Link::Heuristic => None,
+            })
+            .collect()
+    }
+
+    /// Writes one item: the chain's first provider that answers usefully, else the heuristic
+    /// when the chain ends in it (or the answer was malformed), else [`NotNow`].
+    pub async fn write<T: Clone>(
+        &self,
+        heuristic: T,
+        system: impl Fn(&str) -> String,
+        user: impl Fn() -> String,
+        lang: Lang,
+        parse: impl Fn(&str, &T) -> Option<T>,
+    ) -> Result<Written<T>, NotNow> {
+        let mut reasons: Vec<String> = Vec::new();
+        let mut spend = Vec::new();
+        let mut all_outage = true;
+        let mut wait: Option<Duration> = None;
+        for link in &self.chain {
+            let p = match link {
+                Link::Heuristic => {
+                    return Ok(Written {
+                        value: heuristic,
+                        provenance: Provenance::heuristic(
+                            (!reasons.is_empty()).then(|| reasons.join("; ")),
+                        ),
+                        spend,
+                        malformed: false,
+                    });
+                }
+                Link::Llm(p) => p,
+            };
+            if self.over_budget(p.as_ref()) {
+                reasons.push(format!("{}: daily token budget reached", p.name()));
+                wait = Some(wait.unwrap_or(Duration::MAX).min(Duration::from_secs(600)));
+                continue;
+            }
+            let language = prompt::language(lang, &self.settings.language);
+            let req = ChatRequest {
+                system: system(&language),
+                user: user(),
+                max_tokens: 1024,
+                json: true,
+            };
+            match p.chat(&req).await {
+                Ok(resp) => {
+                    // A server that reports no usage still spent tokens: estimate them.
+                    let tin = if resp.tokens_input > 0 {
+                        resp.tokens_input
+                    } else {
+                        heuristic::estimate_tokens(&req.system)
+                            + heuristic::estimate_tokens(&req.user)
+                    };
+                    let tout = if resp.tokens_output > 0 {
+                        resp.tokens_output
+                    } else {
+                        heuristic::estimate_tokens(&resp.content)
+                    };
+                    self.add_spend(p.name(), tin + tout);
+                    spend.push(Spend {
+                        provider: p.name().to_owned(),
+                        tokens_input: tin,
+                        tokens_output: tout,
+                    });
+                    return Ok(match parse(&resp.content, &heuristic) {
+                        Some(value) => Written {
+                            value,
+                            provenance: Provenance {
+                                provider: p.name().to_owned(),
+                                model: Some(resp.model),
+                                prompt_version: prompt::PROMPT_VERSION.into(),
+                                tokens_input: tin,
+                                tokens_output: tout,
+                                confidence: 0.8,
+                                fallback_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+                            },
+                            spend,
+                            malformed: false,
+                        },
+                        None => {
+                            reasons.push(format!(
+                                "malformed output from {} ({})",
+                                p.name(),
+                                p.model()
+                            ));
+                            let mut prov = Provenance::heuristic(Some(reasons.join("; ")));
+                            prov.tokens_input = tin;
+                            prov.tokens_output = tout;
+                            Written {
+                                value: heuristic,
+                                provenance: prov,
+                                spend,
+                                malformed: true,
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    if let LlmError::Unavailable { retry_after, .. } = &e {
+                        if let Some(r) = retry_after {
+                            wait = Some(wait.map_or(*r, |w| w.min(*r)));
+                        }
+                    } else {
+                        all_outage = false;
+                    }
+                    tracing::debug!(error = %e, "provider failed; trying the next one");
+                    reasons.push(e.to_string());
+                }
+            }
+        }
+        Err(NotNow {
+            outage: all_outage,
+            reason: reasons.join("; "),
+            retry_after: wait,
+        })
+    }
+}
+
+/// Which layers are on, after "L3 turns L2 on".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    pub l1: bool,
+    pub l2: bool,
+    pub l3: bool,
+}
+
+impl Switches {
+    pub fn from(c: &CompactSettings) -> Switches {
+        if c.l3_session_summary && !c.l2_talk_summary {
+            tracing::info!("l3_session_summary needs l2_talk_summary: turning L2 on");
+        }
+        Switches {
+            l1: c.l1_observations,
+            l2: c.l2_talk_summary || c.l3_session_summary,
+            l3: c.l3_session_summary,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.l1 || self.l2 || self.l3
+    }
+}

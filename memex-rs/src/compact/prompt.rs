@@ -1,0 +1,250 @@
+//! What an LLM is asked for each layer, and how its answer is read: JSON requested, parsed
+//! tolerantly (code fences, text around the object), every field checked. An answer that does
+//! not hold what is needed is `None`: the caller falls back to the heuristic for that item.
+
+use serde_json::Value;
+
+use super::{Call, Lang, Observation, SessionSummary, Talk, TalkSummary};
+
+/// Recorded on every LLM-written row; bump it when a prompt changes, so `regenerate` can find
+/// rows written by older prompts.
+pub const PROMPT_VERSION: &str = "llm-v1";
+
+/// Characters of tool input / output / message text put into one prompt.
+const CLIP: usize = 2000;
+/// Characters of a whole talk put into one L2 prompt.
+const TALK_BUDGET: usize = 8000;
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        format!("{} […]", s.chars().take(max).collect::<String>())
+    }
+}
+
+/// The language instruction: the conversation's own unless the settings name one.
+pub fn language(lang: Lang, configured: &str) -> String {
+    if configured != "auto" {
+        return configured.to_owned();
+    }
+    match lang {
+        Lang::Zh => "Chinese (简体中文)".into(),
+        Lang::Ja => "Japanese (日本語)".into(),
+        Lang::En => "English".into(),
+    }
+}
+
+pub fn l1_system(language: &str) -> String {
+    format!(
+        "You compress one step of an AI coding agent's work into an observation for a memory \
+         index. Answer with one JSON object with exactly these keys: \"type\" (one of bugfix, \
+         feature, refactor, change, discovery, decision), \"title\" (at most 10 words), \
+         \"subtitle\" (one short sentence), \"facts\" (an array of up to 5 short strings), \
+         \"narrative\" (2 to 4 sentences). Write the text in {language}. No other text."
+    )
+}
+
+pub fn l1_user(talk: &Talk, group: &[&Call]) -> String {
+    let mut s = format!("User request: {}\n\n", clip(&talk.prompt, 600));
+    for c in group {
+        s.push_str(&format!(
+            "Tool: {}\nInput: {}\nOutput{}: {}\n\n",
+            c.tool_name,
+            clip(&c.input.to_string(), CLIP / group.len().max(1)),
+            if c.is_error { " (error)" } else { "" },
+            clip(&c.output, CLIP / group.len().max(1))
+        ));
+    }
+    s
+}
+
+pub fn l2_system(language: &str) -> String {
+    format!(
+        "You summarise one exchange between a developer and an AI coding agent for a memory \
+         index. Answer with one JSON object with exactly these keys: \"user_request\" (what the \
+         developer asked, one sentence), \"summary\" (what happened, 2 to 4 sentences), \
+         \"completed\" (what was done or answered, one sentence; empty if nothing). Write the \
+         text in {language}. No other text."
+    )
+}
+
+pub fn l2_user(talk: &Talk) -> String {
+    let mut s = format!("Developer: {}\n\n", clip(&talk.prompt, 1500));
+    for c in &talk.calls {
+        if s.len() > TALK_BUDGET {
+            s.push_str("[more steps omitted]\n");
+            break;
+        }
+        s.push_str(&format!(
+            "Agent used {}: {}{}\n",
+            c.tool_name,
+            clip(&c.input.to_string(), 200),
+            if c.is_error { " (failed)" } else { "" }
+        ));
+    }
+    for t in &talk.assistant_texts {
+        if s.len() > TALK_BUDGET + 2000 {
+            break;
+        }
+        s.push_str(&format!("Agent: {}\n", clip(t, 1000)));
+    }
+    s
+}
+
+pub fn l3_system(language: &str) -> String {
+    format!(
+        "You summarise a whole working session between a developer and an AI coding agent from \
+         the summaries of its exchanges. Answer with one JSON object with exactly these keys: \
+         \"summary\" (3 to 5 sentences), \"key_points\" (an array of up to 8 short strings), \
+         \"technologies\" (an array of names). Write the text in {language}. No other text."
+    )
+}
+
+pub fn l3_user(talks: &[TalkSummary], project: Option<&str>) -> String {
+    let mut s = format!("Project: {}\n\n", project.unwrap_or("unknown"));
+    for t in talks {
+        if s.len() > TALK_BUDGET {
+            s.push_str("[later exchanges omitted]\n");
+            break;
+        }
+        s.push_str(&format!(
+            "#{} {}\n{}\n\n",
+            t.prompt_number,
+            clip(&t.user_request, 300),
+            clip(&t.summary, 600)
+        ));
+    }
+    s
+}
+
+/// The JSON object in a model's answer: the whole text, or inside a code fence, or the span
+/// from the first `{` to the last `}`.
+pub fn extract_json(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(t) {
+        return Some(v);
+    }
+    if let Some(start) = t.find("```") {
+        let rest = &t[start + 3..];
+        let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+        if let Some(end) = rest.find("```")
+            && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(rest[..end].trim())
+        {
+            return Some(v);
+        }
+    }
+    let (a, b) = (t.find('{')?, t.rfind('}')?);
+    match serde_json::from_str::<Value>(t.get(a..=b)?) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        _ => None,
+    }
+}
+
+fn text(v: &Value, key: &str, max: usize) -> Option<String> {
+    let s = v.get(key)?.as_str()?.trim();
+    (!s.is_empty()).then(|| clip(s, max))
+}
+
+fn list(v: &Value, key: &str, max_items: usize) -> Vec<String> {
+    match v.get(key) {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::trim).filter(|s| !s.is_empty()))
+            .take(max_items)
+            .map(|s| clip(s, 200))
+            .collect(),
+        Some(Value::String(s)) if !s.trim().is_empty() => vec![clip(s.trim(), 200)],
+        _ => Vec::new(),
+    }
+}
+
+const TYPES: &[&str] = &[
+    "bugfix",
+    "feature",
+    "refactor",
+    "change",
+    "discovery",
+    "decision",
+];
+
+/// Fills an observation's written fields from the answer; the deterministic ones (ids, files)
+/// stay. `None` when the answer lacks a title or narrative or names no valid type.
+pub fn parse_l1(answer: &str, base: &Observation) -> Option<Observation> {
+    let v = extract_json(answer)?;
+    let kind = v.get("type")?.as_str()?.trim().to_lowercase();
+    if !TYPES.contains(&kind.as_str()) {
+        return None;
+    }
+    Some(Observation {
+        kind,
+        title: text(&v, "title", 120)?,
+        subtitle: text(&v, "subtitle", 200).unwrap_or_default(),
+        facts: list(&v, "facts", 5),
+        narrative: text(&v, "narrative", 1200)?,
+        ..base.clone()
+    })
+}
+
+pub fn parse_l2(answer: &str, base: &TalkSummary) -> Option<TalkSummary> {
+    let v = extract_json(answer)?;
+    Some(TalkSummary {
+        user_request: text(&v, "user_request", 400).unwrap_or_else(|| base.user_request.clone()),
+        summary: text(&v, "summary", 1500)?,
+        completed: text(&v, "completed", 600).unwrap_or_default(),
+        ..base.clone()
+    })
+}
+
+pub fn parse_l3(answer: &str, base: &SessionSummary) -> Option<SessionSummary> {
+    let v = extract_json(answer)?;
+    let technologies = list(&v, "technologies", 10);
+    Some(SessionSummary {
+        summary: text(&v, "summary", 2000)?,
+        key_points: list(&v, "key_points", 8),
+        technologies: if technologies.is_empty() {
+            base.technologies.clone()
+        } else {
+            technologies
+        },
+        ..base.clone()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_found_in_fences_and_chatter() {
+        let want = serde_json::json!({"summary": "ok"});
+        assert_eq!(extract_json(r#"{"summary": "ok"}"#), Some(want.clone()));
+        assert_eq!(
+            extract_json("Sure! Here it is:\n```json\n{\"summary\": \"ok\"}\n```\nAnything else?"),
+            Some(want.clone())
+        );
+        assert_eq!(
+            extract_json("The answer: {\"summary\": \"ok\"} — hope that helps"),
+            Some(want)
+        );
+        assert_eq!(extract_json("no json here"), None);
+        assert_eq!(extract_json("{\"summary\": \"unterminated"), None);
+        assert_eq!(extract_json("[1, 2]"), None);
+    }
+
+    #[test]
+    fn a_summary_without_its_required_field_is_rejected() {
+        let base = TalkSummary {
+            prompt_number: 1,
+            user_request: "fix it".into(),
+            summary: "h".into(),
+            completed: String::new(),
+            files_involved: vec!["a.rs".into()],
+        };
+        assert!(parse_l2(r#"{"user_request": "x"}"#, &base).is_none());
+        let t = parse_l2(r#"{"summary": "Fixed the parser.", "completed": 3}"#, &base).unwrap();
+        assert_eq!(t.summary, "Fixed the parser.");
+        assert_eq!(t.user_request, "fix it");
+        assert_eq!(t.files_involved, vec!["a.rs"]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Anthropic's Messages API: `POST {endpoint}/v1/messages` with `x-api-key` and
+//! `anthropic-version`.
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use super::http::HttpCore;
+use super::{BoxFuture, ChatProvider, ChatRequest, ChatResponse, LlmError};
+use crate::config::ProviderSettings;
+
+/// The API version Memex speaks.
+pub const VERSION: &str = "2023-06-01";
+
+pub struct Anthropic {
+    core: HttpCore,
+    endpoint: String,
+    api_key: String,
+    model: String,
+    max_tokens: u32,
+}
+
+impl Anthropic {
+    pub fn new(core: HttpCore, p: &ProviderSettings) -> Anthropic {
+        Anthropic {
+            core,
+            endpoint: p.endpoint.trim_end_matches('/').to_owned(),
+            api_key: p.api_key.clone(),
+            model: p.model.clone(),
+            max_tokens: p.max_tokens,
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Ok(mut v) = HeaderValue::from_str(&self.api_key) {
+            v.set_sensitive(true);
+            h.insert("x-api-key", v);
+        }
+        h.insert("anthropic-version", HeaderValue::from_static(VERSION));
+        h
+    }
+
+    async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut system = req.system.clone();
+        if req.json {
+            system.push_str("\nAnswer with one JSON object and nothing else.");
+        }
+        let body = json!({
+            "model": self.model,
+            "max_tokens": req.max_tokens.min(self.max_tokens),
+            "temperature": 0.2,
+            "system": system,
+            "messages": [{"role": "user", "content": req.user}],
+        });
+        let url = format!("{}/v1/messages", self.endpoint);
+        let v: Value = self
+            .core
+            .post(&url, self.headers(), &body)
+            .await?
+            .body
+            .json()
+            .await
+            .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+        let content: String = v["content"]
+            .as_array()
+            .ok_or_else(|| self.core.broken("the answer has no content blocks"))?
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect();
+        Ok(ChatResponse {
+            content,
+            tokens_input: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
+            tokens_output: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+            model: v["model"].as_str().unwrap_or(&self.model).to_owned(),
+        })
+    }
+}
+
+impl ChatProvider for Anthropic {
+    fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn is_local(&self) -> bool {
+        super::is_loopback(&self.endpoint)
+    }
+
+    fn reset(&self) {
+        self.core.reset();
+    }
+
+    fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(self.chat_impl(req))
+    }
+
+    fn is_available(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            self.core
+                .reachable(&format!("{}/v1/models", self.endpoint), self.headers())
+                .await
+        })
+    }
+}

@@ -1,0 +1,160 @@
+//! The LLM layer: [`ChatProvider`] and [`EmbeddingProvider`] behind one shared HTTP core
+//! ([`http::HttpCore`]: timeouts, retries with backoff and jitter, `Retry-After`, a circuit
+//! breaker), one implementation per wire format (`ollama`, `openai` for every
+//! OpenAI-compatible endpoint, `anthropic`), and the daily token budget.
+//!
+//! Memex never runs an agent CLI: every model is reached over HTTP.
+
+pub mod anthropic;
+pub mod http;
+pub mod ollama;
+pub mod openai;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::CompactSettings;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One chat request: a system prompt and one user message, answered as JSON when `json`.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub system: String,
+    pub user: String,
+    pub max_tokens: u32,
+    pub json: bool,
+}
+
+/// What a provider answered and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub content: String,
+    pub tokens_input: u64,
+    pub tokens_output: u64,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    /// An outage: transport error, timeout, 429, 5xx, an open circuit or a spent budget.
+    /// The work waits (at least `retry_after`) and is tried again.
+    #[error("{provider} is unavailable: {reason}")]
+    Unavailable {
+        provider: String,
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    /// The provider refused the request (bad key, unknown model, bad request): retrying the
+    /// same request will not help.
+    #[error("{provider} rejected the request ({status}): {message}")]
+    Rejected {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+}
+
+impl LlmError {
+    pub fn is_outage(&self) -> bool {
+        matches!(self, LlmError::Unavailable { .. })
+    }
+}
+
+/// A chat model.
+pub trait ChatProvider: Send + Sync {
+    /// The provider's name (`ollama`, `openai`, ...).
+    fn name(&self) -> &str;
+    fn model(&self) -> &str;
+    /// Whether spending on it is exempt from the daily budget (local models).
+    fn is_local(&self) -> bool;
+    fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+    /// A cheap reachability check (no tokens spent).
+    fn is_available(&self) -> BoxFuture<'_, bool>;
+    /// Forgets past failures (someone asked for the work now).
+    fn reset(&self) {}
+}
+
+/// An embedding model.
+pub trait EmbeddingProvider: Send + Sync {
+    fn name(&self) -> &str;
+    /// Vector length; 0 until the first answer when the model does not say.
+    fn dimension(&self) -> usize;
+    fn embed_batch<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, LlmError>>;
+    fn embed<'a>(&'a self, text: &'a str) -> BoxFuture<'a, Result<Vec<f32>, LlmError>> {
+        Box::pin(async move {
+            let v = self
+                .embed_batch(std::slice::from_ref(&text.to_owned()))
+                .await?;
+            v.into_iter().next().ok_or_else(|| LlmError::Unavailable {
+                provider: self.name().to_owned(),
+                reason: "the answer held no vector".into(),
+                retry_after: None,
+            })
+        })
+    }
+    fn is_available(&self) -> BoxFuture<'_, bool>;
+}
+
+/// Whether an endpoint is on this machine.
+pub fn is_loopback(endpoint: &str) -> bool {
+    let host = endpoint
+        .split("://")
+        .nth(1)
+        .unwrap_or(endpoint)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("");
+    let host = host
+        .rsplit_once(':')
+        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+        .map_or(host, |(h, _)| h);
+    matches!(
+        host.trim_matches(['[', ']']),
+        "localhost" | "127.0.0.1" | "::1"
+    ) || host.starts_with("127.")
+}
+
+/// Builds the chat provider named `name` from the settings; `None` for `heuristic`.
+pub fn chat_provider(name: &str, c: &CompactSettings) -> Option<Arc<dyn ChatProvider>> {
+    let p = c.provider_settings(name)?;
+    let core = http::HttpCore::new(name, Duration::from_secs(p.timeout_secs));
+    Some(match name {
+        "ollama" => Arc::new(ollama::Ollama::new(core, p)),
+        "anthropic" => Arc::new(anthropic::Anthropic::new(core, p)),
+        "openrouter" => Arc::new(openai::OpenAi::new(core, p, true)),
+        _ => Arc::new(openai::OpenAi::new(core, p, false)),
+    })
+}
+
+/// Builds the embedding provider named `name` (`ollama`, `openai`, `openrouter`), if it has an
+/// embedding model configured.
+pub fn embedding_provider(name: &str, c: &CompactSettings) -> Option<Arc<dyn EmbeddingProvider>> {
+    let p = c.provider_settings(name)?;
+    if p.embedding_model.is_empty() {
+        return None;
+    }
+    let core = http::HttpCore::new(name, Duration::from_secs(p.timeout_secs));
+    match name {
+        "ollama" => Some(Arc::new(ollama::Ollama::new(core, p))),
+        "openai" | "openrouter" => {
+            Some(Arc::new(openai::OpenAi::new(core, p, name == "openrouter")))
+        }
+        _ => None,
+    }
+}
+
+/// Text of an error body, cut short (never the request: keys live in headers only).
+pub(crate) fn short(body: &str) -> String {
+    let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > 300 {
+        format!("{}…", flat.chars().take(300).collect::<String>())
+    } else {
+        flat
+    }
+}

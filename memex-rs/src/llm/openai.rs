@@ -1,0 +1,224 @@
+//! Any OpenAI-compatible endpoint: OpenAI, OpenRouter (with its attribution headers),
+//! DeepSeek, vLLM, LM Studio, llama.cpp's server. `POST {endpoint}/chat/completions` (JSON or
+//! SSE) and `POST {endpoint}/embeddings`.
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use super::http::HttpCore;
+use super::{BoxFuture, ChatProvider, ChatRequest, ChatResponse, EmbeddingProvider, LlmError};
+use crate::config::ProviderSettings;
+
+pub struct OpenAi {
+    core: HttpCore,
+    endpoint: String,
+    api_key: String,
+    model: String,
+    embedding_model: String,
+    stream: bool,
+    max_tokens: u32,
+    openrouter: bool,
+    dimension: std::sync::atomic::AtomicUsize,
+}
+
+impl OpenAi {
+    pub fn new(core: HttpCore, p: &ProviderSettings, openrouter: bool) -> OpenAi {
+        OpenAi {
+            core,
+            endpoint: p.endpoint.trim_end_matches('/').to_owned(),
+            api_key: p.api_key.clone(),
+            model: p.model.clone(),
+            embedding_model: p.embedding_model.clone(),
+            stream: p.stream,
+            max_tokens: p.max_tokens,
+            openrouter,
+            dimension: Default::default(),
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if !self.api_key.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", self.api_key))
+        {
+            let mut v = v;
+            v.set_sensitive(true);
+            h.insert(AUTHORIZATION, v);
+        }
+        if self.openrouter {
+            // OpenRouter's optional attribution headers.
+            h.insert(
+                "HTTP-Referer",
+                HeaderValue::from_static("https://github.com/memex-rs/memex"),
+            );
+            h.insert("X-Title", HeaderValue::from_static("Memex"));
+        }
+        h
+    }
+
+    async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut body = json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": req.system},
+                {"role": "user", "content": req.user},
+            ],
+            "max_tokens": req.max_tokens.min(self.max_tokens),
+            "temperature": 0.2,
+        });
+        if req.json {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        if self.stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let url = format!("{}/chat/completions", self.endpoint);
+        let answer = self.core.post(&url, self.headers(), &body).await?;
+        let mut out = ChatResponse {
+            content: String::new(),
+            tokens_input: 0,
+            tokens_output: 0,
+            model: self.model.clone(),
+        };
+        if !self.stream {
+            let v: Value = answer
+                .body
+                .json()
+                .await
+                .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+            let content = v["choices"][0]["message"]["content"]
+                .as_str()
+                .ok_or_else(|| {
+                    self.core
+                        .broken("the answer has no choices[0].message.content")
+                })?;
+            out.content = content.to_owned();
+            read_usage(&v, &mut out);
+            return Ok(out);
+        }
+        // Server-sent events: `data: {json}` lines, ending with `data: [DONE]`.
+        let mut lines = super::ollama::Lines::new(answer.body);
+        let mut done = false;
+        while let Some(line) = lines.next(&self.core).await? {
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            let data = data.trim();
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            let v: Value = serde_json::from_str(data)
+                .map_err(|e| self.core.broken(format!("a stream event is not JSON: {e}")))?;
+            if let Some(delta) = v["choices"][0]["delta"]["content"].as_str() {
+                out.content.push_str(delta);
+            }
+            read_usage(&v, &mut out);
+        }
+        if !done {
+            return Err(self.core.broken("the stream ended before [DONE]"));
+        }
+        Ok(out)
+    }
+}
+
+fn read_usage(v: &Value, out: &mut ChatResponse) {
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        out.tokens_input = u["prompt_tokens"].as_u64().unwrap_or(out.tokens_input);
+        out.tokens_output = u["completion_tokens"].as_u64().unwrap_or(out.tokens_output);
+    }
+    if let Some(m) = v["model"].as_str() {
+        out.model = m.to_owned();
+    }
+}
+
+impl ChatProvider for OpenAi {
+    fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn is_local(&self) -> bool {
+        super::is_loopback(&self.endpoint)
+    }
+
+    fn reset(&self) {
+        self.core.reset();
+    }
+
+    fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(self.chat_impl(req))
+    }
+
+    fn is_available(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            self.core
+                .reachable(&format!("{}/models", self.endpoint), self.headers())
+                .await
+        })
+    }
+}
+
+impl EmbeddingProvider for OpenAi {
+    fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn embed_batch<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, LlmError>> {
+        Box::pin(async move {
+            let body = json!({"model": self.embedding_model, "input": texts});
+            let url = format!("{}/embeddings", self.endpoint);
+            let v: Value = self
+                .core
+                .post(&url, self.headers(), &body)
+                .await?
+                .body
+                .json()
+                .await
+                .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+            let mut rows: Vec<(u64, Vec<f32>)> = v["data"]
+                .as_array()
+                .ok_or_else(|| self.core.broken("the answer has no data array"))?
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let vec = d["embedding"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|x| x.as_f64())
+                                .map(|x| x as f32)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (d["index"].as_u64().unwrap_or(i as u64), vec)
+                })
+                .collect();
+            rows.sort_by_key(|r| r.0);
+            let out: Vec<Vec<f32>> = rows.into_iter().map(|r| r.1).collect();
+            if out.len() != texts.len() || out.iter().any(Vec::is_empty) {
+                return Err(self
+                    .core
+                    .broken("the answer does not hold one vector per input"));
+            }
+            self.dimension
+                .store(out[0].len(), std::sync::atomic::Ordering::Relaxed);
+            Ok(out)
+        })
+    }
+
+    fn is_available(&self) -> BoxFuture<'_, bool> {
+        ChatProvider::is_available(self)
+    }
+}

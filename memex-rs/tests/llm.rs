@@ -1,0 +1,569 @@
+//! The LLM providers against local HTTP servers speaking each provider's documented wire format
+//! (OpenAI JSON and SSE, Ollama JSON and NDJSON, Anthropic Messages): the requests Memex sends
+//! (path, headers, body) and what it makes of 429 + Retry-After, 500s, broken streams, slow
+//! replies, garbage, refusals; and the engine's fallback, malformed-output and budget rules.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use memex::compact::{Engine, Lang, TalkSummary};
+use memex::config::{CompactSettings, ProviderSettings};
+use memex::llm::{self, ChatRequest, LlmError};
+use serde_json::{Value, json};
+
+/// What the fake server answers next.
+#[derive(Clone)]
+enum Reply {
+    Json(u16, Value),
+    Header(u16, &'static str, &'static str, Value),
+    Text(u16, &'static str),
+    /// A streamed body in chunks, with a pause between them.
+    Stream(&'static str, Vec<String>),
+    Slow(Duration, Value),
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: HeaderMap,
+    body: Value,
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn handle(
+    State(f): State<Fake>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    f.seen.lock().unwrap().push(Seen {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
+    let reply = f
+        .replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(Reply::Json(500, json!({"error": "no reply scripted"})));
+    match reply {
+        Reply::Json(s, v) => (StatusCode::from_u16(s).unwrap(), axum::Json(v)).into_response(),
+        Reply::Header(s, k, v, body) => {
+            (StatusCode::from_u16(s).unwrap(), [(k, v)], axum::Json(body)).into_response()
+        }
+        Reply::Text(s, t) => (StatusCode::from_u16(s).unwrap(), t).into_response(),
+        Reply::Stream(ct, chunks) => {
+            let stream = async_stream(chunks);
+            Response::builder()
+                .header("content-type", ct)
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+        Reply::Slow(d, v) => {
+            tokio::time::sleep(d).await;
+            axum::Json(v).into_response()
+        }
+    }
+}
+
+fn async_stream(
+    chunks: Vec<String>,
+) -> impl futures_core::Stream<Item = Result<String, std::io::Error>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        for c in chunks {
+            if tx.send(Ok(c)).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    tokio_stream_from(rx)
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>,
+) -> impl futures_core::Stream<Item = Result<String, std::io::Error>> {
+    futures_util_unfold(move |cx| rx.poll_recv(cx))
+}
+
+/// A minimal `Stream` from a poll function (no extra crates).
+fn futures_util_unfold<T>(
+    f: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<Option<T>> + Unpin,
+) -> impl futures_core::Stream<Item = T> {
+    struct S<F>(F);
+    impl<T, F: FnMut(&mut std::task::Context<'_>) -> std::task::Poll<Option<T>> + Unpin>
+        futures_core::Stream for S<F>
+    {
+        type Item = T;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<T>> {
+            (self.0)(cx)
+        }
+    }
+    S(f)
+}
+
+async fn fake(replies: Vec<Reply>) -> (String, Fake) {
+    let f = Fake::default();
+    f.replies.lock().unwrap().extend(replies);
+    let app = axum::Router::new().fallback(handle).with_state(f.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), f)
+}
+
+fn settings(provider: &str, endpoint: &str, stream: bool, timeout_secs: u64) -> CompactSettings {
+    let mut c = CompactSettings {
+        provider: provider.into(),
+        ..Default::default()
+    };
+    let p = ProviderSettings {
+        endpoint: endpoint.into(),
+        api_key: "sk-test-key-123".into(),
+        model: "test-model".into(),
+        stream,
+        timeout_secs,
+        max_tokens: 512,
+        embedding_model: "embed-model".into(),
+    };
+    match provider {
+        "ollama" => c.ollama = p,
+        "anthropic" => c.anthropic = p,
+        "openrouter" => c.openrouter = p,
+        _ => c.openai = p,
+    }
+    c
+}
+
+fn req() -> ChatRequest {
+    ChatRequest {
+        system: "be brief".into(),
+        user: "summarise this".into(),
+        max_tokens: 100,
+        json: true,
+    }
+}
+
+fn openai_answer(content: &str) -> Value {
+    json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "test-model-0125",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 21, "completion_tokens": 7, "total_tokens": 28}})
+}
+
+#[tokio::test]
+async fn openai_json_request_and_answer() {
+    let (url, f) = fake(vec![Reply::Json(
+        200,
+        openai_answer("{\"summary\": \"ok\"}"),
+    )])
+    .await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(r.content, "{\"summary\": \"ok\"}");
+    assert_eq!((r.tokens_input, r.tokens_output), (21, 7));
+    assert_eq!(r.model, "test-model-0125");
+    let seen = f.seen.lock().unwrap()[0].clone();
+    assert_eq!(
+        (seen.method.as_str(), seen.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(seen.headers["authorization"], "Bearer sk-test-key-123");
+    assert_eq!(seen.body["model"], "test-model");
+    assert_eq!(
+        seen.body["messages"][0],
+        json!({"role": "system", "content": "be brief"})
+    );
+    assert_eq!(seen.body["messages"][1]["role"], "user");
+    assert_eq!(seen.body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(seen.body["max_tokens"], 100);
+    assert!(seen.body.get("stream").is_none());
+}
+
+#[tokio::test]
+async fn openai_sse_stream_joins_deltas_and_reads_usage() {
+    let events = vec![
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n".to_string(),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n".to_string(),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}\n".to_string(),
+        "\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\n".to_string(),
+        "data: [DONE]\n\n".to_string(),
+    ];
+    let (url, f) = fake(vec![Reply::Stream("text/event-stream", events)]).await;
+    let p =
+        llm::chat_provider("openai", &settings("openai", &format!("{url}/v1"), true, 5)).unwrap();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(r.content, "Hello");
+    assert_eq!((r.tokens_input, r.tokens_output), (9, 2));
+    let body = f.seen.lock().unwrap()[0].body.clone();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_off_is_an_outage_and_is_not_half_used() {
+    let events =
+        vec!["data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n".to_string()];
+    let (url, _f) = fake(vec![Reply::Stream("text/event-stream", events)]).await;
+    let p =
+        llm::chat_provider("openai", &settings("openai", &format!("{url}/v1"), true, 5)).unwrap();
+    let err = p.chat(&req()).await.unwrap_err();
+    assert!(err.is_outage(), "{err}");
+    assert!(err.to_string().contains("[DONE]"), "{err}");
+}
+
+#[tokio::test]
+async fn openrouter_sends_its_attribution_headers() {
+    let (url, f) = fake(vec![Reply::Json(200, openai_answer("x"))]).await;
+    let p = llm::chat_provider(
+        "openrouter",
+        &settings("openrouter", &format!("{url}/api/v1"), false, 5),
+    )
+    .unwrap();
+    p.chat(&req()).await.unwrap();
+    let seen = f.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.path, "/api/v1/chat/completions");
+    assert_eq!(seen.headers["x-title"], "Memex");
+    assert!(seen.headers.contains_key("http-referer"));
+}
+
+#[tokio::test]
+async fn ollama_json_and_ndjson() {
+    let (url, f) = fake(vec![
+        Reply::Json(200, json!({"model": "test-model", "created_at": "2026-11-29T10:00:00Z",
+            "message": {"role": "assistant", "content": "{\"a\":1}"}, "done": true,
+            "prompt_eval_count": 33, "eval_count": 5})),
+        Reply::Stream("application/x-ndjson", vec![
+            "{\"model\":\"test-model\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}\n".into(),
+            "{\"model\":\"test-model\",\"message\":{\"role\":\"assistant\",\"content\":\" there\"},\"done\":false}\n".into(),
+            "{\"model\":\"test-model\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"prompt_eval_count\":12,\"eval_count\":3}\n".into(),
+        ]),
+    ])
+    .await;
+    let p = llm::chat_provider("ollama", &settings("ollama", &url, false, 5)).unwrap();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(
+        (r.content.as_str(), r.tokens_input, r.tokens_output),
+        ("{\"a\":1}", 33, 5)
+    );
+    let seen = f.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.path, "/api/chat");
+    assert_eq!(seen.body["stream"], false);
+    assert_eq!(seen.body["format"], "json");
+    assert_eq!(seen.body["options"]["num_predict"], 100);
+    assert!(!seen.headers.contains_key("authorization"));
+    let p = llm::chat_provider("ollama", &settings("ollama", &url, true, 5)).unwrap();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(
+        (r.content.as_str(), r.tokens_input, r.tokens_output),
+        ("Hi there", 12, 3)
+    );
+    assert_eq!(f.seen.lock().unwrap()[1].body["stream"], true);
+}
+
+#[tokio::test]
+async fn anthropic_messages_api() {
+    let (url, f) = fake(vec![Reply::Json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant",
+        "model": "claude-3-haiku-20240307",
+        "content": [{"type": "text", "text": "{\"summary\":"}, {"type": "text", "text": " \"x\"}"}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 40, "output_tokens": 8}}),
+    )])
+    .await;
+    let p = llm::chat_provider("anthropic", &settings("anthropic", &url, false, 5)).unwrap();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(r.content, "{\"summary\": \"x\"}");
+    assert_eq!((r.tokens_input, r.tokens_output), (40, 8));
+    let seen = f.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.path, "/v1/messages");
+    assert_eq!(seen.headers["x-api-key"], "sk-test-key-123");
+    assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
+    assert!(
+        seen.body["system"]
+            .as_str()
+            .unwrap()
+            .starts_with("be brief")
+    );
+    assert_eq!(
+        seen.body["messages"],
+        json!([{"role": "user", "content": "summarise this"}])
+    );
+    assert_eq!(seen.body["max_tokens"], 100);
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_5xx_retried() {
+    let (url, f) = fake(vec![
+        Reply::Header(429, "retry-after", "1", json!({"error": "slow down"})),
+        Reply::Json(503, json!({"error": "overloaded"})),
+        Reply::Json(200, openai_answer("fine")),
+    ])
+    .await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let r = p.chat(&req()).await.unwrap();
+    assert_eq!(r.content, "fine");
+    assert_eq!(f.seen.lock().unwrap().len(), 3);
+    assert!(
+        t.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 was not waited"
+    );
+}
+
+#[tokio::test]
+async fn a_long_retry_after_makes_the_work_wait_instead_of_blocking() {
+    let (url, f) = fake(vec![Reply::Header(429, "retry-after", "120", json!({}))]).await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    match p.chat(&req()).await.unwrap_err() {
+        LlmError::Unavailable { retry_after, .. } => {
+            assert_eq!(retry_after, Some(Duration::from_secs(120)))
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn garbage_slow_and_refused_answers() {
+    let (url, f) = fake(vec![
+        Reply::Text(200, "<html>not json</html>"),
+        Reply::Slow(Duration::from_secs(3), openai_answer("late")),
+        Reply::Slow(Duration::from_secs(3), openai_answer("late")),
+        Reply::Slow(Duration::from_secs(3), openai_answer("late")),
+        Reply::Json(401, json!({"error": {"message": "invalid api key"}})),
+    ])
+    .await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 1),
+    )
+    .unwrap();
+    let err = p.chat(&req()).await.unwrap_err();
+    assert!(
+        err.is_outage() && err.to_string().contains("not JSON"),
+        "{err}"
+    );
+    let err = p.chat(&req()).await.unwrap_err();
+    assert!(
+        err.is_outage() && err.to_string().contains("timed out"),
+        "{err}"
+    );
+    let err = p.chat(&req()).await.unwrap_err();
+    match &err {
+        LlmError::Rejected {
+            status, message, ..
+        } => {
+            assert_eq!(*status, 401);
+            assert!(message.contains("invalid api key"));
+        }
+        other => panic!("{other}"),
+    }
+    // 1 garbage + 3 timed-out tries + 1 refusal (not retried); the key is never in an error.
+    assert_eq!(f.seen.lock().unwrap().len(), 5);
+    assert!(!err.to_string().contains("sk-test-key-123"));
+}
+
+#[tokio::test]
+async fn the_circuit_opens_after_repeated_failures() {
+    let replies = (0..20)
+        .map(|_| Reply::Json(500, json!({"error": "down"})))
+        .collect();
+    let (url, f) = fake(replies).await;
+    let p = llm::chat_provider("ollama", &settings("ollama", &url, false, 5)).unwrap();
+    for _ in 0..5 {
+        assert!(p.chat(&req()).await.unwrap_err().is_outage());
+    }
+    let calls = f.seen.lock().unwrap().len();
+    assert_eq!(calls, 15, "5 requests × 3 tries");
+    let err = p.chat(&req()).await.unwrap_err();
+    assert!(err.to_string().contains("failures in a row"), "{err}");
+    assert_eq!(
+        f.seen.lock().unwrap().len(),
+        calls,
+        "an open circuit sends nothing"
+    );
+}
+
+#[tokio::test]
+async fn embeddings_over_openai_and_ollama() {
+    let (url, f) = fake(vec![
+        Reply::Json(
+            200,
+            json!({"object": "list", "model": "embed-model", "data": [
+            {"object": "embedding", "index": 1, "embedding": [0.0, 1.0, 0.5]},
+            {"object": "embedding", "index": 0, "embedding": [1.0, 0.0, 0.5]}],
+            "usage": {"prompt_tokens": 4, "total_tokens": 4}}),
+        ),
+        Reply::Json(
+            200,
+            json!({"model": "embed-model", "embeddings": [[0.25, 0.75]]}),
+        ),
+    ])
+    .await;
+    let c = settings("openai", &format!("{url}/v1"), false, 5);
+    let e = llm::embedding_provider("openai", &c).unwrap();
+    let v = e.embed_batch(&["a".into(), "b".into()]).await.unwrap();
+    assert_eq!(
+        v,
+        vec![vec![1.0, 0.0, 0.5], vec![0.0, 1.0, 0.5]],
+        "ordered by index"
+    );
+    assert_eq!(e.dimension(), 3);
+    let seen = f.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.path, "/v1/embeddings");
+    assert_eq!(
+        seen.body,
+        json!({"model": "embed-model", "input": ["a", "b"]})
+    );
+    let c = settings("ollama", &url, false, 5);
+    let e = llm::embedding_provider("ollama", &c).unwrap();
+    assert_eq!(e.embed("x").await.unwrap(), vec![0.25, 0.75]);
+    assert_eq!(f.seen.lock().unwrap()[1].path, "/api/embed");
+}
+
+fn base_talk() -> TalkSummary {
+    TalkSummary {
+        prompt_number: 1,
+        user_request: "fix the date parser".into(),
+        summary: "heuristic summary".into(),
+        completed: String::new(),
+        files_involved: vec!["src/date.ts".into()],
+    }
+}
+
+async fn write(
+    engine: &Engine,
+) -> Result<memex::compact::Written<TalkSummary>, memex::compact::NotNow> {
+    engine
+        .write(
+            base_talk(),
+            |l| format!("write in {l}"),
+            || "the talk".into(),
+            Lang::Zh,
+            memex::compact::prompt::parse_l2,
+        )
+        .await
+}
+
+#[tokio::test]
+async fn engine_uses_the_llm_falls_back_on_malformed_output_and_on_outages() {
+    let (url, f) = fake(vec![
+        Reply::Json(200, openai_answer("```json\n{\"user_request\": \"修复日期解析\", \"summary\": \"修复了解析器。\", \"completed\": \"测试通过\"}\n```")),
+        Reply::Json(200, openai_answer("I cannot answer in JSON, sorry.")),
+    ])
+    .await;
+    let mut c = settings("openai", &format!("{url}/v1"), false, 5);
+    c.fallback = vec!["heuristic".into()];
+    let engine = Engine::new(c);
+    let w = write(&engine).await.unwrap();
+    assert_eq!(w.value.summary, "修复了解析器。");
+    assert_eq!(
+        w.value.files_involved,
+        vec!["src/date.ts"],
+        "files stay deterministic"
+    );
+    assert_eq!(w.provenance.provider, "openai");
+    assert_eq!(
+        (w.provenance.tokens_input, w.provenance.tokens_output),
+        (21, 7)
+    );
+    assert!(
+        f.seen.lock().unwrap()[0].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Chinese")
+    );
+    // Malformed: the heuristic's row, the reason recorded, the tokens still counted.
+    let w = write(&engine).await.unwrap();
+    assert!(w.malformed);
+    assert_eq!(w.value.summary, "heuristic summary");
+    assert_eq!(w.provenance.provider, "heuristic");
+    assert!(
+        w.provenance
+            .fallback_reason
+            .as_deref()
+            .unwrap()
+            .contains("malformed output from openai")
+    );
+    assert_eq!(w.spend.len(), 1);
+    // Outage (nothing scripted → 500s): the chain's heuristic writes, and says why.
+    let w = write(&engine).await.unwrap();
+    assert_eq!(w.provenance.provider, "heuristic");
+    assert!(
+        w.provenance
+            .fallback_reason
+            .unwrap()
+            .contains("openai is unavailable")
+    );
+}
+
+#[tokio::test]
+async fn without_a_fallback_an_outage_waits_and_a_spent_budget_pauses() {
+    // A closed port: an outage, and no heuristic in the chain.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        drop(l);
+        format!("http://{a}/v1")
+    };
+    let mut c = settings("openai", &closed, false, 2);
+    // Not loopback-exempt: this test is about the budget.
+    c.budget_exempt_local = false;
+    let engine = Engine::new(c.clone());
+    let err = write(&engine).await.unwrap_err();
+    assert!(err.outage, "{}", err.reason);
+    assert!(err.reason.contains("cannot connect"), "{}", err.reason);
+
+    let (url, f) = fake(vec![Reply::Json(
+        200,
+        openai_answer("{\"summary\": \"one\"}"),
+    )])
+    .await;
+    c.openai.endpoint = format!("{url}/v1");
+    c.daily_token_budget = 20;
+    let engine = Engine::new(c);
+    let w = write(&engine).await.unwrap();
+    assert_eq!(w.value.summary, "one");
+    // 28 tokens spent ≥ 20: the next item waits, without a request.
+    let err = write(&engine).await.unwrap_err();
+    assert!(
+        err.outage && err.reason.contains("daily token budget"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
+    assert!(
+        engine.budget_state()[0].2,
+        "status says the provider is paused"
+    );
+}
