@@ -100,7 +100,9 @@ CREATE TABLE compact_jobs (
     updated_at    INTEGER NOT NULL,
     UNIQUE (level, session_pk, prompt_number)
 );
-CREATE INDEX compact_jobs_ready ON compact_jobs (state, not_before);
+-- The oldest ready job (state, then id order), and a session's jobs.
+CREATE INDEX compact_jobs_state ON compact_jobs (state, id);
+CREATE INDEX compact_jobs_session ON compact_jobs (session_pk, state);
 
 CREATE TABLE llm_usage (
     day           TEXT NOT NULL,          -- UTC date

@@ -208,6 +208,15 @@ pub fn load(cli: &Cli) -> Result<Ctx> {
 pub fn run(cli: Cli) -> Result<()> {
     let ctx = load(&cli)?;
     let serving = matches!(cli.command, Command::Serve(_));
+    #[cfg(unix)]
+    if !serving {
+        // `memex search x | head` ends quietly when head stops reading, like other Unix
+        // tools. (Not for the service: a client closing its socket must not stop it.)
+        // SAFETY: restoring the default disposition of one signal before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let logs = serving.then(|| ctx.resolved.settings.data_dir().join("logs"));
     crate::logging::init(&ctx.env, logs.as_deref());
     match cli.command {

@@ -182,15 +182,25 @@ pub struct Job {
 /// Claims every ready job of the session whose ready job is oldest.
 pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
     let now = now_ms();
+    // Two indexed steps: the oldest ready job's session (walking pending jobs in id order),
+    // then that session's ready jobs.
+    let session: Option<i64> = conn
+        .prepare_cached(
+            "SELECT session_pk FROM compact_jobs INDEXED BY compact_jobs_state
+             WHERE state = 'pending' AND not_before <= ?1 ORDER BY id LIMIT 1",
+        )?
+        .query_row([now], |r| r.get(0))
+        .optional()?;
+    let Some(session) = session else {
+        return Ok(Vec::new());
+    };
     let mut st = conn.prepare_cached(
         "UPDATE compact_jobs SET state = 'running', updated_at = ?1
-         WHERE state = 'pending' AND not_before <= ?1 AND session_pk = (
-           SELECT session_pk FROM compact_jobs WHERE state = 'pending' AND not_before <= ?1
-           ORDER BY id LIMIT 1)
+         WHERE session_pk = ?2 AND state = 'pending' AND not_before <= ?1
          RETURNING id, level, session_pk, prompt_number, attempts",
     )?;
     let mut jobs: Vec<Job> = st
-        .query_map([now], |r| {
+        .query_map([now, session], |r| {
             Ok(Job {
                 id: r.get(0)?,
                 level: r.get(1)?,
@@ -1035,12 +1045,13 @@ impl Compactor {
         }
     }
 
-    /// Claims and runs one session's ready jobs; `false` when nothing was ready.
-    pub async fn step(&self, stop: &AtomicBool) -> Result<bool, crate::store::StoreError> {
+    /// Claims and runs one session's ready jobs; returns how many ran (0: nothing was ready).
+    pub async fn step(&self, stop: &AtomicBool) -> Result<usize, crate::store::StoreError> {
         let jobs = self.writer.run(|c| claim(c)).await??;
         if jobs.is_empty() {
-            return Ok(false);
+            return Ok(0);
         }
+        let mut ran = 0;
         let pk = jobs[0].session_pk;
         let data = {
             let pool = self.pool.clone();
@@ -1064,6 +1075,7 @@ impl Compactor {
             let res = execute(&self.engine, job, &data, l2s).await;
             let job = job.clone();
             let max = self.engine.settings.max_attempts;
+            ran += 1;
             match res {
                 Ok(out) => self.writer.run(move |c| commit(c, &job, &out)).await??,
                 Err(e) => {
@@ -1073,7 +1085,7 @@ impl Compactor {
                 }
             }
         }
-        Ok(true)
+        Ok(ran)
     }
 
     /// One worker: runs jobs until shutdown, sleeping when there are none ready.
@@ -1087,8 +1099,8 @@ impl Compactor {
                 _ = shutdown.wait_for(|s| *s) => break,
             };
             match ran {
-                Ok(true) => continue,
-                Ok(false) => {}
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "compact worker error"),
             }
             tokio::select! {
@@ -1108,12 +1120,11 @@ impl Compactor {
         let stop = AtomicBool::new(false);
         let mut n = 0u64;
         loop {
-            let before = self.writer.run(|c| ready_count(c)).await??;
-            if before == 0 || !self.step(&stop).await? {
+            let ran = self.step(&stop).await?;
+            if ran == 0 {
                 break;
             }
-            let after = self.writer.run(|c| ready_count(c)).await??;
-            n += before.saturating_sub(after).max(1);
+            n += ran as u64;
             progress(n);
         }
         Ok(n)

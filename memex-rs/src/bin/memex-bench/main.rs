@@ -4,6 +4,7 @@
 //! memex-bench generate --out DIR --messages N   realistic Claude / Codex / Gemini transcripts
 //! memex-bench import   --corpus DIR --data DIR  import speed, peak RSS, store size ÷ source size
 //! memex-bench search   --corpus DIR --data DIR  raw FTS p50/p99 over a fixed query set, and rg
+//! memex-bench compact  --data DIR [--workers N]  heuristic L1/L2/L3 over a whole archive
 //! memex-bench live     --memex BIN --corpus DIR --data DIR
 //!                      a real `memex serve` on that archive: append → searchable latency,
 //!                      idle and burst RSS, HTTP search throughput, shutdown time
@@ -571,6 +572,81 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
 
 mod live;
 
+/// Heuristic compaction of every session of an archive, as the service's workers do it.
+fn bench_compact(data: &Path, workers: usize) {
+    use memex::compact::queue::{self, Compactor};
+    let (writer, handle) = store::Writer::start(data).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let c = Compactor::new(
+        memex::compact::Engine::new(memex::config::CompactSettings::default()),
+        writer.clone(),
+        store::ReadPool::new(data),
+        5,
+    );
+    let t = Instant::now();
+    let (_, planned) = runtime.block_on(c.start()).unwrap();
+    let plan_secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    runtime.block_on(async {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let tasks: Vec<_> = (0..workers)
+            .map(|_| tokio::spawn(c.clone().worker(stop.clone(), rx.clone())))
+            .collect();
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let open = c
+                .writer
+                .run(|conn| {
+                    conn.query_row(
+                        "SELECT COUNT(*) FROM compact_jobs WHERE state IN ('pending', 'running')",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            if open == 0 {
+                break;
+            }
+        }
+        let _ = tx.send(true);
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    let secs = t.elapsed().as_secs_f64();
+    let st = runtime
+        .block_on(c.writer.run(|conn| queue::status(conn)))
+        .unwrap()
+        .unwrap();
+    let (sessions, talks, obs) = (
+        st.rows["session_summaries"],
+        st.rows["talk_summaries"],
+        st.rows["observations"],
+    );
+    println!("compact (heuristic, {workers} workers): planned {planned} jobs in {plan_secs:.1}s");
+    println!(
+        "  {sessions} session summaries, {talks} talk summaries, {obs} observations in {secs:.1}s"
+    );
+    println!(
+        "  {:.0} sessions/s, {:.0} talks/s, {:.0} observations/s; peak RSS {:.0} MB",
+        sessions as f64 / secs,
+        talks as f64 / secs,
+        obs as f64 / secs,
+        peak_rss_mb()
+    );
+    println!("  tokens saved: {}", st.tokens_saved);
+    drop(c);
+    drop(writer);
+    handle.join().unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -599,6 +675,10 @@ fn main() {
             &path("--corpus"),
             &path("--data"),
             arg("--runs").map_or(50, |t| t.parse().expect("--runs N")),
+        ),
+        Some("compact") => bench_compact(
+            &path("--data"),
+            arg("--workers").map_or(2, |n| n.parse().expect("--workers N")),
         ),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
