@@ -41,6 +41,7 @@ CREATE TABLE talk_summaries (
     completed       TEXT NOT NULL,
     files_involved  TEXT NOT NULL,       -- JSON array
     raw_tokens      INTEGER NOT NULL,    -- estimated tokens of the messages it covers
+    summary_tokens  INTEGER NOT NULL,    -- estimated tokens of this summary
     ts              INTEGER,
     provider        TEXT NOT NULL,
     model           TEXT,

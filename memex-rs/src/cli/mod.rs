@@ -933,15 +933,7 @@ fn short_time(iso: Option<&str>) -> String {
         .map_or_else(|| "-".into(), |t| t.replacen('T', " ", 1))
 }
 
-/// The first `max` characters of `s` on one line, with `…` when cut.
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
-}
+use crate::compact::heuristic::one_line;
 
 fn status(ctx: &Ctx, json: bool) -> Result<()> {
     let s = &ctx.resolved.settings;

@@ -186,7 +186,8 @@ pub fn group_calls<'a>(calls: &'a [Call], s: &L1Settings) -> Vec<Vec<&'a Call>> 
     groups
 }
 
-fn one_line(s: &str, max: usize) -> String {
+/// The first `max` characters of `s` on one line, with `…` when cut.
+pub fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())

@@ -179,7 +179,10 @@ pub struct Job {
     pub attempts: i64,
 }
 
-/// Claims every ready job of the session whose ready job is oldest.
+/// Jobs claimed at once (one session's).
+const BATCH: usize = 1024;
+
+/// Claims up to [`BATCH`] ready jobs of the session whose ready job is oldest.
 pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
     let now = now_ms();
     // Two indexed steps: the oldest ready job's session (walking pending jobs in id order),
@@ -194,11 +197,15 @@ pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
     let Some(session) = session else {
         return Ok(Vec::new());
     };
-    let mut st = conn.prepare_cached(
+    // A bounded batch, in talk order, the L3 last: a session with thousands of talks is done
+    // in several steps, each reading only its own talks.
+    let mut st = conn.prepare_cached(&format!(
         "UPDATE compact_jobs SET state = 'running', updated_at = ?1
-         WHERE session_pk = ?2 AND state = 'pending' AND not_before <= ?1
-         RETURNING id, level, session_pk, prompt_number, attempts",
-    )?;
+         WHERE id IN (SELECT id FROM compact_jobs
+                      WHERE session_pk = ?2 AND state = 'pending' AND not_before <= ?1
+                      ORDER BY level = 'l3', prompt_number, id LIMIT {BATCH})
+         RETURNING id, level, session_pk, prompt_number, attempts"
+    ))?;
     let mut jobs: Vec<Job> = st
         .query_map([now, session], |r| {
             Ok(Job {
@@ -221,7 +228,11 @@ pub struct SessionData {
     pub project: Option<String>,
 }
 
-pub fn load_session(conn: &Connection, pk: i64) -> rusqlite::Result<SessionData> {
+pub fn load_session(
+    conn: &Connection,
+    pk: i64,
+    prompts: (i64, i64),
+) -> rusqlite::Result<SessionData> {
     let project: Option<String> = conn
         .query_row(
             "SELECT COALESCE(git_root, project_path) FROM sessions WHERE id = ?1",
@@ -234,13 +245,13 @@ pub fn load_session(conn: &Connection, pk: i64) -> rusqlite::Result<SessionData>
         "SELECT message_id, kind, prompt_number, COALESCE(text, memex_unzstd(text_z), ''),
                 tool_name, tool_call_id, tool_input, is_error, ts
          FROM messages WHERE session_pk = ?1 AND active = 1 AND duplicate = 0 AND inherited = 0
-           AND prompt_number > 0
+           AND prompt_number BETWEEN ?2 AND ?3
          ORDER BY id",
     )?;
     let mut talks: BTreeMap<i64, Talk> = BTreeMap::new();
     let mut results: BTreeMap<String, (String, bool)> = BTreeMap::new();
     let mut calls: Vec<(i64, Call, Option<String>)> = Vec::new();
-    let rows = st.query_map([pk], |r| {
+    let rows = st.query_map([pk, prompts.0.max(1), prompts.1], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -308,13 +319,15 @@ pub fn load_session(conn: &Connection, pk: i64) -> rusqlite::Result<SessionData>
             t.calls.push(call);
         }
     }
-    let sample: String = talks
-        .values()
-        .take(20)
-        .map(|t| t.prompt.chars().take(400).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let lang = heuristic::detect_lang(&sample);
+    // The session's language, from its first prompts (whatever talks this batch holds).
+    let sample: Vec<String> = conn
+        .prepare_cached(
+            "SELECT substr(COALESCE(text, memex_unzstd(text_z), ''), 1, 400) FROM messages
+             WHERE session_pk = ?1 AND kind = 'user_prompt' ORDER BY id LIMIT 20",
+        )?
+        .query_map([pk], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let lang = heuristic::detect_lang(&sample.join("\n"));
     for t in talks.values_mut() {
         t.lang = lang;
     }
@@ -591,13 +604,15 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             )?;
             tx.execute(
                 "INSERT INTO talk_summaries (session_pk, prompt_number, user_request, summary, completed,
-                   files_involved, raw_tokens, ts, provider, model, prompt_version, tokens_input,
-                   tokens_output, confidence, fallback_reason, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                   files_involved, raw_tokens, summary_tokens, ts, provider, model, prompt_version,
+                   tokens_input, tokens_output, confidence, fallback_reason, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     pk, job.prompt_number, t.user_request, t.summary, t.completed,
-                    list(&t.files_involved), *raw_tokens as i64, ts, p[0], p[1], p[2], p[3], p[4],
-                    p[5], p[6], now
+                    list(&t.files_involved), *raw_tokens as i64,
+                    (estimate_tokens(&t.user_request) + estimate_tokens(&t.summary)
+                        + estimate_tokens(&t.completed)) as i64,
+                    ts, p[0], p[1], p[2], p[3], p[4], p[5], p[6], now
                 ],
             )?;
             let body = format!(
@@ -837,24 +852,10 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
         }
     }
     let raw = one("SELECT COALESCE(SUM(raw_tokens), 0) FROM talk_summaries")?;
-    let summary_tokens: u64 = {
-        let mut st = conn.prepare("SELECT summary, user_request, completed FROM talk_summaries")?;
-        let mut n = 0;
-        for r in st.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })? {
-            let (a, b, c) = r?;
-            n += estimate_tokens(&a) + estimate_tokens(&b) + estimate_tokens(&c);
-        }
-        n
-    };
+    let summary_tokens = one("SELECT COALESCE(SUM(summary_tokens), 0) FROM talk_summaries")?;
     let tokens_saved = json!({
         "raw_tokens_covered": raw, "summary_tokens": summary_tokens,
-        "saved": (raw - summary_tokens as i64).max(0),
+        "saved": (raw - summary_tokens).max(0),
         "ratio": if summary_tokens == 0 { 0.0 } else { (raw as f64 / summary_tokens as f64 * 10.0).round() / 10.0 },
     });
     let mut counters = BTreeMap::new();
@@ -1053,9 +1054,17 @@ impl Compactor {
         }
         let mut ran = 0;
         let pk = jobs[0].session_pk;
+        let talk_jobs = jobs
+            .iter()
+            .filter(|j| j.level != "l3")
+            .map(|j| j.prompt_number);
+        let range = (
+            talk_jobs.clone().min().unwrap_or(0),
+            talk_jobs.max().unwrap_or(-1),
+        );
         let data = {
             let pool = self.pool.clone();
-            tokio::task::spawn_blocking(move || pool.with(|c| load_session(c, pk)))
+            tokio::task::spawn_blocking(move || pool.with(|c| load_session(c, pk, range)))
                 .await
                 .map_err(|_| crate::store::StoreError::WriterGone)???
         };
@@ -1084,6 +1093,11 @@ impl Compactor {
                     self.writer.run(move |c| defer(c, &job, &e, max)).await??
                 }
             }
+        }
+        drop(data);
+        // A large batch leaves its messages' text freed behind it.
+        if ran >= BATCH / 2 {
+            crate::memory::release_free_memory();
         }
         Ok(ran)
     }

@@ -2,7 +2,7 @@
 //! `anthropic-version`.
 
 use reqwest::header::{HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::http::HttpCore;
 use super::{BoxFuture, ChatProvider, ChatRequest, ChatResponse, LlmError};
@@ -53,14 +53,7 @@ impl Anthropic {
             "messages": [{"role": "user", "content": req.user}],
         });
         let url = format!("{}/v1/messages", self.endpoint);
-        let v: Value = self
-            .core
-            .post(&url, self.headers(), &body)
-            .await?
-            .body
-            .json()
-            .await
-            .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+        let v = self.core.post_json(&url, self.headers(), &body).await?;
         let content: String = v["content"]
             .as_array()
             .ok_or_else(|| self.core.broken("the answer has no content blocks"))?

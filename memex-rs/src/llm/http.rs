@@ -140,6 +140,21 @@ impl HttpCore {
         Err(self.unavailable(last, None))
     }
 
+    /// POSTs JSON and reads a JSON answer.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, LlmError> {
+        self.post(url, headers, body)
+            .await?
+            .body
+            .json()
+            .await
+            .map_err(|e| self.broken(format!("the answer is not JSON: {e}")))
+    }
+
     /// A GET that only says whether the server answers.
     pub async fn reachable(&self, url: &str, headers: HeaderMap) -> bool {
         if self.check_breaker().is_err() {

@@ -149,6 +149,32 @@ pub fn embedding_provider(name: &str, c: &CompactSettings) -> Option<Arc<dyn Emb
     }
 }
 
+/// Checks an embedding answer (one non-empty vector per input) and records its dimension.
+pub(crate) fn vectors(
+    core: &http::HttpCore,
+    out: Vec<Vec<f32>>,
+    inputs: usize,
+    dimension: &std::sync::atomic::AtomicUsize,
+) -> Result<Vec<Vec<f32>>, LlmError> {
+    if out.len() != inputs || out.iter().any(Vec::is_empty) {
+        return Err(core.broken("the answer does not hold one vector per input"));
+    }
+    dimension.store(out[0].len(), std::sync::atomic::Ordering::Relaxed);
+    Ok(out)
+}
+
+/// A JSON array of numbers as a vector (anything else: empty).
+pub(crate) fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_f64())
+                .map(|x| x as f32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Text of an error body, cut short (never the request: keys live in headers only).
 pub(crate) fn short(body: &str) -> String {
     let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -181,37 +181,14 @@ impl EmbeddingProvider for Ollama {
         Box::pin(async move {
             let body = json!({"model": self.embedding_model, "input": texts});
             let url = format!("{}/api/embed", self.endpoint);
-            let v: Value = self
-                .core
-                .post(&url, Default::default(), &body)
-                .await?
-                .body
-                .json()
-                .await
-                .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+            let v = self.core.post_json(&url, Default::default(), &body).await?;
             let out: Vec<Vec<f32>> = v["embeddings"]
                 .as_array()
                 .ok_or_else(|| self.core.broken("the answer has no embeddings"))?
                 .iter()
-                .map(|e| {
-                    e.as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|x| x.as_f64())
-                                .map(|x| x as f32)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                })
+                .map(super::floats)
                 .collect();
-            if out.len() != texts.len() || out.iter().any(Vec::is_empty) {
-                return Err(self
-                    .core
-                    .broken("the answer does not hold one vector per input"));
-            }
-            self.dimension
-                .store(out[0].len(), std::sync::atomic::Ordering::Relaxed);
-            Ok(out)
+            super::vectors(&self.core, out, texts.len(), &self.dimension)
         })
     }
 

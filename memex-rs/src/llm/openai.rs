@@ -179,42 +179,22 @@ impl EmbeddingProvider for OpenAi {
         Box::pin(async move {
             let body = json!({"model": self.embedding_model, "input": texts});
             let url = format!("{}/embeddings", self.endpoint);
-            let v: Value = self
-                .core
-                .post(&url, self.headers(), &body)
-                .await?
-                .body
-                .json()
-                .await
-                .map_err(|e| self.core.broken(format!("the answer is not JSON: {e}")))?;
+            let v = self.core.post_json(&url, self.headers(), &body).await?;
             let mut rows: Vec<(u64, Vec<f32>)> = v["data"]
                 .as_array()
                 .ok_or_else(|| self.core.broken("the answer has no data array"))?
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
-                    let vec = d["embedding"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|x| x.as_f64())
-                                .map(|x| x as f32)
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    (d["index"].as_u64().unwrap_or(i as u64), vec)
+                    (
+                        d["index"].as_u64().unwrap_or(i as u64),
+                        super::floats(&d["embedding"]),
+                    )
                 })
                 .collect();
             rows.sort_by_key(|r| r.0);
-            let out: Vec<Vec<f32>> = rows.into_iter().map(|r| r.1).collect();
-            if out.len() != texts.len() || out.iter().any(Vec::is_empty) {
-                return Err(self
-                    .core
-                    .broken("the answer does not hold one vector per input"));
-            }
-            self.dimension
-                .store(out[0].len(), std::sync::atomic::Ordering::Relaxed);
-            Ok(out)
+            let out = rows.into_iter().map(|r| r.1).collect();
+            super::vectors(&self.core, out, texts.len(), &self.dimension)
         })
     }
 

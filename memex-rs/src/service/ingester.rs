@@ -199,25 +199,13 @@ impl Ingester {
             tracing::debug!("the tracker has stopped");
         }
         if report.bytes >= RELEASE_AFTER_BYTES {
-            release_free_memory();
+            crate::memory::release_free_memory();
         }
     }
 }
 
 /// After an ingest of at least this much, freed memory is handed back to the system.
 const RELEASE_AFTER_BYTES: u64 = 1 << 20;
-
-/// A burst or a backfill leaves tens of megabytes of freed batch buffers that the allocator
-/// would otherwise keep for the life of the process; the service is mostly idle, so give
-/// them back.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Backfill progress in the log, every few seconds.
 struct BackfillLog {
     what: &'static str,
