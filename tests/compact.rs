@@ -319,6 +319,15 @@ fn an_outage_falls_back_per_row_or_waits_while_ingest_goes_on() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!all.contains("sk-secret-never-shown"));
+    let mut c = h.command(&["config", "--json"]);
+    let shown = c
+        .env("OPENAI_API_KEY", "sk-secret-never-shown")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(!shown.contains("sk-secret-never-shown"), "{shown}");
+    let v: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(v["settings"]["compact"]["openai"]["api_key"], "(set)");
 
     // Without a fallback, under the service: jobs wait, raw ingest goes on, and the jobs
     // resume once the provider is back.
