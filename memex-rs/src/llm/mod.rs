@@ -5,6 +5,31 @@
 //!
 //! Memex never runs an agent CLI: every model is reached over HTTP.
 
+/// The parts of [`ChatProvider`] every HTTP provider shares: its name and circuit from the
+/// core, its model, and `chat` through its own `chat_impl`.
+macro_rules! chat_common {
+    () => {
+        fn name(&self) -> &str {
+            &self.core.name
+        }
+
+        fn model(&self) -> &str {
+            &self.model
+        }
+
+        fn reset(&self) {
+            self.core.reset();
+        }
+
+        fn chat<'a>(
+            &'a self,
+            req: &'a ChatRequest,
+        ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+            Box::pin(self.chat_impl(req))
+        }
+    };
+}
+
 pub mod anthropic;
 pub mod http;
 pub mod ollama;

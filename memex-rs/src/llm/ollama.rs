@@ -136,24 +136,10 @@ impl Ollama {
 }
 
 impl ChatProvider for Ollama {
-    fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    fn model(&self) -> &str {
-        &self.model
-    }
+    chat_common!();
 
     fn is_local(&self) -> bool {
         true
-    }
-
-    fn reset(&self) {
-        self.core.reset();
-    }
-
-    fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
-        Box::pin(self.chat_impl(req))
     }
 
     fn is_available(&self) -> BoxFuture<'_, bool> {

@@ -134,24 +134,10 @@ fn read_usage(v: &Value, out: &mut ChatResponse) {
 }
 
 impl ChatProvider for OpenAi {
-    fn name(&self) -> &str {
-        &self.core.name
-    }
-
-    fn model(&self) -> &str {
-        &self.model
-    }
+    chat_common!();
 
     fn is_local(&self) -> bool {
         super::is_loopback(&self.endpoint)
-    }
-
-    fn reset(&self) {
-        self.core.reset();
-    }
-
-    fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
-        Box::pin(self.chat_impl(req))
     }
 
     fn is_available(&self) -> BoxFuture<'_, bool> {
