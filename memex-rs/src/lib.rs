@@ -12,6 +12,7 @@ pub mod compact;
 pub mod config;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub mod search;
 pub mod service;

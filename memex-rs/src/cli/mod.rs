@@ -50,6 +50,9 @@ pub enum Command {
         #[command(subcommand)]
         command: CompactCommand,
     },
+    /// The MCP server on stdio (search_history, get_session, get_recent_sessions,
+    /// list_projects), reading the archive directly.
+    Mcp,
     /// What the archive holds.
     Status {
         #[arg(long)]
@@ -225,6 +228,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Search(a) => search_cmd(&ctx, a),
         Command::Sessions { command } => sessions(&ctx, command),
         Command::Compact { command } => compact(&ctx, command),
+        Command::Mcp => mcp(&ctx),
         Command::Status { json } => status(&ctx, json),
         Command::Config { json } => show_config(&ctx, json),
     }
@@ -395,6 +399,28 @@ fn serve(ctx: &Ctx) -> Result<()> {
         .into(),
         other => anyhow::Error::from(other),
     })
+}
+
+fn mcp(ctx: &Ctx) -> Result<()> {
+    use rmcp::ServiceExt;
+    // Creates and migrates the archive when needed; then only reads.
+    reader(ctx)?;
+    let pool = store::ReadPool::new(&ctx.resolved.settings.data_dir());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let service = crate::mcp::MemexMcp::new(pool)
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("the MCP client did not initialise")?;
+        service.waiting().await.context("the MCP session failed")?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Ok(())
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM.

@@ -1,0 +1,303 @@
+//! `memex mcp`: the MCP server on stdio (the official SDK, `rmcp`). It reads the archive
+//! directly, so it works whether or not `memex serve` runs. stdout carries only protocol
+//! frames; logs go to stderr.
+//!
+//! Tools: `search_history`, `get_session` (paged, so a huge session never floods a context),
+//! `get_recent_sessions`, `list_projects`. Bad arguments are protocol errors (invalid params)
+//! that name the argument; nothing a client sends can panic the server.
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::compact::queue;
+use crate::search::{self, Level, SearchParams};
+use crate::store::{ReadPool, read};
+
+/// Characters of one message's text returned by `get_session` (the rest is cut, and says so).
+const MESSAGE_CHARS: usize = 4000;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SearchArgs {
+    /// What to look for. Words are all required; "quoted phrases" stay together; word* is a prefix.
+    pub query: String,
+    /// raw (every message, the default), observations (L1), talks (L2), sessions (L3) or all.
+    pub level: Option<String>,
+    /// Results, 1 to 100 (default 10).
+    pub limit: Option<u32>,
+    /// A project path (its cwd, git root or anything below) or part of a project name.
+    pub project: Option<String>,
+    /// claude, codex or gemini.
+    pub agent: Option<String>,
+    /// Only this session.
+    pub session: Option<String>,
+    /// Only after this time: RFC 3339, a date (2026-06-01) or an age (7d, 12h).
+    pub since: Option<String>,
+    /// Only before this time.
+    pub until: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct GetSessionArgs {
+    /// A session id, or a prefix of one that only one session has.
+    pub session_id: String,
+    /// raw (the messages, the default) or summary (session summary, talk summaries, observations).
+    pub format: Option<String>,
+    /// Only this talk (prompt number).
+    pub prompt_number: Option<i64>,
+    /// raw: the first message to return (default 0).
+    pub offset: Option<u32>,
+    /// raw: messages per page, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RecentArgs {
+    /// A project path or part of a project name.
+    pub project: Option<String>,
+    /// Sessions, 1 to 100 (default 10).
+    pub limit: Option<u32>,
+}
+
+#[derive(Clone)]
+pub struct MemexMcp {
+    pool: ReadPool,
+    tool_router: ToolRouter<Self>,
+}
+
+fn bad(msg: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(msg.into(), None)
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    tracing::error!(error = %e, "mcp tool failed");
+    ErrorData::internal_error("the archive could not be read", None)
+}
+
+fn ok(v: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::success(vec![ContentBlock::json(v)?]))
+}
+
+fn bounded(v: Option<u32>, default: u32, max: u32, name: &str) -> Result<u32, ErrorData> {
+    match v {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(bad(format!("`{name}` must be from 1 to {max}, got {n}"))),
+    }
+}
+
+fn non_empty(v: Option<String>) -> Option<String> {
+    v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+impl MemexMcp {
+    pub fn new(pool: ReadPool) -> MemexMcp {
+        MemexMcp {
+            pool,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Runs a read on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, ErrorData> + Send + 'static,
+    ) -> Result<T, ErrorData> {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || pool.with(f))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?
+    }
+}
+
+#[tool_router]
+impl MemexMcp {
+    #[tool(
+        description = "Search past AI coding-agent conversations (Claude Code, Codex CLI, Gemini CLI) on this machine. Returns matches with session id, prompt number, snippet, score, level. Use get_session to read one."
+    )]
+    async fn search_history(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if a.query.trim().is_empty() {
+            return Err(bad("`query` must not be empty"));
+        }
+        if a.query.len() > 2000 {
+            return Err(bad("`query` is longer than 2000 bytes"));
+        }
+        let level: Level = match non_empty(a.level) {
+            None => Level::Raw,
+            Some(l) => l.parse().map_err(|e: String| bad(format!("`level` {e}")))?,
+        };
+        let agent = non_empty(a.agent);
+        if let Some(x) = &agent {
+            let names = ai_cli_session_collector::AdapterRegistry::new().names();
+            if !names.contains(&x.as_str()) {
+                return Err(bad(format!(
+                    "`agent` must be one of {}, got `{x}`",
+                    names.join(", ")
+                )));
+            }
+        }
+        let time = |v: Option<String>, name: &str| {
+            non_empty(v)
+                .map(|t| search::parse_time(&t).map_err(|e| bad(format!("`{name}`: {e}"))))
+                .transpose()
+        };
+        let params = SearchParams {
+            query: a.query,
+            limit: bounded(a.limit, 10, 100, "limit")? as usize,
+            level,
+            filter: read::Filter {
+                agent,
+                project: non_empty(a.project),
+                session: non_empty(a.session),
+                since: time(a.since, "since")?,
+                until: time(a.until, "until")?,
+            },
+        };
+        let res = self
+            .read(move |c| search::search(c, &params).map_err(internal))
+            .await?;
+        ok(serde_json::to_value(res).map_err(internal)?)
+    }
+
+    #[tool(
+        description = "Read one past session: format=raw gives its messages a page at a time (offset, limit; optionally one prompt_number), format=summary its session summary, talk summaries and observations."
+    )]
+    async fn get_session(
+        &self,
+        Parameters(a): Parameters<GetSessionArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = a.session_id.trim().to_owned();
+        if id.is_empty() || id.len() > 256 {
+            return Err(bad("`session_id` must be 1 to 256 characters"));
+        }
+        let summary = match non_empty(a.format).as_deref() {
+            None | Some("raw") => false,
+            Some("summary") => true,
+            Some(other) => {
+                return Err(bad(format!(
+                    "`format` must be raw or summary, got `{other}`"
+                )));
+            }
+        };
+        let limit = bounded(a.limit, 50, 200, "limit")? as usize;
+        let offset = a.offset.unwrap_or(0) as usize;
+        let prompt = a.prompt_number;
+        let v = self
+            .read(move |c| {
+                let s = read::find_session(c, &id)
+                    .map_err(internal)?
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "no session `{id}`; search_history or get_recent_sessions give ids"
+                        ))
+                    })?;
+                if summary {
+                    let mut v = queue::summary_view(c, s.pk, &s.session_id).map_err(internal)?;
+                    if let Some(p) = prompt {
+                        for key in ["talks", "observations"] {
+                            if let Some(a) = v[key].as_array_mut() {
+                                a.retain(|x| x["prompt_number"].as_i64() == Some(p));
+                            }
+                        }
+                    }
+                    return Ok(v);
+                }
+                let all = read::session_messages(c, s.pk).map_err(internal)?;
+                let selected: Vec<_> = all
+                    .into_iter()
+                    .filter(|m| !m.duplicate && prompt.is_none_or(|p| m.prompt_number == p))
+                    .collect();
+                let total = selected.len();
+                let page: Vec<Value> = selected
+                    .into_iter()
+                    .skip(offset)
+                    .take(limit)
+                    .map(|m| {
+                        let mut v = serde_json::to_value(&m).unwrap_or(Value::Null);
+                        if let Some(t) = v["text"].as_str()
+                            && t.chars().count() > MESSAGE_CHARS
+                        {
+                            let cut: String = t.chars().take(MESSAGE_CHARS).collect();
+                            v["text"] = json!(format!(
+                                "{cut} […cut; {} characters in all]",
+                                t.chars().count()
+                            ));
+                        }
+                        v
+                    })
+                    .collect();
+                let next = (offset + page.len() < total).then_some(offset + page.len());
+                Ok(json!({
+                    "session": s, "messages": page, "offset": offset, "total": total,
+                    "next_offset": next,
+                }))
+            })
+            .await?;
+        ok(v)
+    }
+
+    #[tool(description = "The most recently active sessions, optionally of one project.")]
+    async fn get_recent_sessions(
+        &self,
+        Parameters(a): Parameters<RecentArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let limit = bounded(a.limit, 10, 100, "limit")?;
+        let filter = read::Filter {
+            project: non_empty(a.project),
+            ..read::Filter::default()
+        };
+        let rows = self
+            .read(move |c| read::list_sessions(c, &filter, limit, 0).map_err(internal))
+            .await?;
+        ok(json!({ "sessions": rows }))
+    }
+
+    #[tool(description = "Every project in the archive, with its session count and last activity.")]
+    async fn list_projects(&self) -> Result<CallToolResult, ErrorData> {
+        let v = self
+            .read(|c| {
+                let mut st = c
+                    .prepare(
+                        "SELECT COALESCE(git_root, project_path) AS p, COUNT(*), MAX(updated_at),
+                                GROUP_CONCAT(DISTINCT agent)
+                         FROM sessions WHERE message_count > 0 AND p IS NOT NULL
+                         GROUP BY p ORDER BY MAX(updated_at) DESC",
+                    )
+                    .map_err(internal)?;
+                let rows = st
+                    .query_map([], |r| {
+                        Ok(json!({
+                            "project": r.get::<_, String>(0)?, "sessions": r.get::<_, i64>(1)?,
+                            "last_activity": read::iso(r.get(2)?),
+                            "agents": r.get::<_, String>(3)?.split(',').collect::<Vec<_>>(),
+                        }))
+                    })
+                    .map_err(internal)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(internal)?;
+                Ok(json!({ "projects": rows }))
+            })
+            .await?;
+        ok(v)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemexMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memex", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Memex: the memory of past AI coding-agent conversations on this machine. \
+                 search_history finds them (raw messages or compact summaries), get_session \
+                 reads one, get_recent_sessions and list_projects browse.",
+            )
+    }
+}
