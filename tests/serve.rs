@@ -638,8 +638,13 @@ fn agent_writer(home: PathBuf, seed: u64, stop: std::sync::Arc<std::sync::atomic
             .open(&path)
             .unwrap();
         if rng.below(4) == 0 {
-            // Half a line now, the rest a moment later, as a writer flushing mid-record does.
-            let cut = 1 + rng.below(bytes.len() as u64 - 1) as usize;
+            // Half a line now, the rest a moment later, as a writer flushing mid-record does;
+            // often the whole record with only its newline still to come.
+            let cut = if rng.below(3) == 0 {
+                bytes.len() - 1
+            } else {
+                1 + rng.below(bytes.len() as u64 - 1) as usize
+            };
             f.write_all(&bytes[..cut]).unwrap();
             f.flush().unwrap();
             std::thread::sleep(Duration::from_millis(rng.below(5)));

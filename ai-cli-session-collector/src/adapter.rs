@@ -249,10 +249,21 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
         }
     };
 
+    // A record consumed last time without its newline: the newline (alone on what looks like
+    // an empty first line) ends that line, so it is not counted as a line of its own.
+    let mut owed_newline = cursor.unterminated;
     for (offset, raw) in chunk.lines() {
+        if std::mem::take(&mut owed_newline)
+            && offset == cursor.offset
+            && raw.trim_ascii().is_empty()
+        {
+            continue;
+        }
         line_no += 1;
         handle(&mut state, &mut emit, line_no, offset, raw);
     }
+    // Nothing complete was read: the newline is still owed.
+    let mut unterminated = owed_newline && chunk.data.is_empty();
     let mut pending_tail = chunk.pending_tail;
     if pending_tail {
         // An unterminated last line that is already a complete JSON object was fully written
@@ -270,6 +281,7 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
             );
             consumed += tail.len() as u64;
             pending_tail = false;
+            unterminated = true;
         }
     }
     let new_offset = cursor.offset + consumed;
@@ -283,6 +295,7 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
         line: line_no,
         head,
         state: serde_json::to_value(&state).unwrap_or_default(),
+        unterminated,
     };
     emit.out.bytes = consumed;
     emit.out.at_end = chunk.at_end;

@@ -260,6 +260,10 @@ pub struct Cursor {
     /// Adapter state needed to continue (prompt counter, ids seen, ...).
     #[serde(default)]
     pub state: serde_json::Value,
+    /// The last line consumed was a complete record whose newline had not been written yet:
+    /// a newline at `offset` ends that line and is not a line of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unterminated: bool,
 }
 
 /// The result of parsing one chunk of a file.

@@ -835,6 +835,61 @@ fn partial_lines_wait_and_rewrites_restart() {
     assert_eq!(third.messages.first().map(|m| m.line), Some(1));
 }
 
+/// A record complete but for its newline is read at once; the newline that arrives later
+/// ends that line and is not a line of its own, so line-based ids (Codex `L<line>`) stay those
+/// of a one-pass read. Every possible cut point of every line is tried.
+#[test]
+fn a_newline_arriving_after_its_record_does_not_shift_line_numbers() {
+    let reg = AdapterRegistry::new();
+    let a = reg.get("codex").unwrap();
+    let root = fixtures().join("codex/handwritten/sessions");
+    let src =
+        std::fs::read(root.join(
+            "2026/06/05/rollout-2026-06-05T10-28-20-019e9a10-2c4b-7d21-9f3e-6a1b2c3d4e5f.jsonl",
+        ))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("2026/06/05");
+    std::fs::create_dir_all(&day).unwrap();
+    let path = day.join("rollout-2026-06-05T10-28-20-019e9a10-2c4b-7d21-9f3e-6a1b2c3d4e5f.jsonl");
+    std::fs::write(&path, &src).unwrap();
+    let whole = parse_file(a, dir.path(), &path).unwrap();
+    let ids = |msgs: &[ai_cli_session_collector::ParsedMessage]| {
+        msgs.iter()
+            .map(|m| (m.message_id.clone(), m.line))
+            .collect::<Vec<_>>()
+    };
+    // Cut just before each newline: the record is complete, its newline not yet written.
+    let cuts: Vec<usize> = src
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
+        .collect();
+    for cut in cuts {
+        std::fs::write(&path, &src[..cut]).unwrap();
+        let first = a
+            .parse(dir.path(), &path, &Cursor::default(), 1 << 20)
+            .unwrap();
+        let c: Cursor =
+            serde_json::from_str(&serde_json::to_string(&first.cursor).unwrap()).unwrap();
+        std::fs::write(&path, &src).unwrap();
+        let mut msgs = first.messages;
+        let mut cursor = c;
+        loop {
+            let out = a.parse(dir.path(), &path, &cursor, 1 << 20).unwrap();
+            let progressed = out.cursor.offset != cursor.offset;
+            msgs.extend(out.messages);
+            cursor = out.cursor;
+            if out.at_end || !progressed {
+                break;
+            }
+        }
+        assert_eq!(ids(&msgs), ids(&whole.messages), "cut at byte {cut}");
+        assert_eq!(cursor.line, whole.cursor.line, "cut at byte {cut}");
+    }
+}
+
 /// A compact, stable view of a parse for snapshots: no raw bytes, texts cut short.
 fn snapshot_view(out: &ParseOutput) -> Vec<String> {
     out.messages

@@ -629,6 +629,7 @@ fn parse_document(
         line: 0,
         head: Some(reader::head_fingerprint(path, len).map_err(io)?),
         state: serde_json::to_value(&st).unwrap_or_default(),
+        unterminated: false,
     };
     Ok((out, st))
 }
