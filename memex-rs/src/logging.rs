@@ -17,7 +17,13 @@ const KEEP_FILES: usize = 7;
 
 /// Installs the global subscriber; `file_dir` adds the rotating log file.
 pub fn init(env: &Env, file_dir: Option<&Path>) {
-    let default = if file_dir.is_some() { "info" } else { "warn" };
+    // rmcp logs every invalid-params answer as a warning: for the MCP server those are the
+    // client's mistakes, already answered, not the operator's concern.
+    let default = if file_dir.is_some() {
+        "info,rmcp=error"
+    } else {
+        "warn,rmcp=error"
+    };
     let filter = || match env.var("MEMEX_LOG") {
         Some(f) => EnvFilter::try_new(f).unwrap_or_else(|e| {
             eprintln!("warning: MEMEX_LOG `{f}` is not a valid filter ({e}); using `{default}`");
