@@ -293,7 +293,16 @@ pub fn observation(group: &[&Call], talk: &Talk) -> Observation {
     let files_modified = dedup(files_modified);
     let n = group.len();
     let zh = talk.lang == Lang::Zh;
-    let target = short_target(first);
+    // A call without a path or command of its own (Codex's apply_patch) is named by its files.
+    let target = Some(short_target(first))
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            files_modified
+                .first()
+                .or(files_read.first())
+                .map(|f| f.rsplit('/').next().unwrap_or(f).to_owned())
+        })
+        .unwrap_or_default();
     let title = match (op, n > 1, zh) {
         (Op::Read, true, false) => format!("Read {n} files"),
         (Op::Read, true, true) => format!("读取 {n} 个文件"),
@@ -409,9 +418,9 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
         .unwrap_or_default();
     let request = one_line(&talk.prompt, 300);
     let mut summary = if zh {
-        format!("用户请求：{}。", one_line(&talk.prompt, 120))
+        format!("用户请求：{}", sentence(&one_line(&talk.prompt, 120), "。"))
     } else {
-        format!("Asked: {}.", one_line(&talk.prompt, 120))
+        format!("Asked: {}", sentence(&one_line(&talk.prompt, 120), "."))
     };
     if !talk.calls.is_empty() {
         summary.push(' ');
@@ -422,8 +431,9 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
             )
         } else {
             format!(
-                "{} tool calls ({reads} reads/searches, {edits} edits, {shells} commands).",
-                talk.calls.len()
+                "{} tool call{} ({reads} reads/searches, {edits} edits, {shells} commands).",
+                talk.calls.len(),
+                if talk.calls.len() == 1 { "" } else { "s" }
             )
         });
     }
@@ -450,6 +460,15 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
         summary,
         completed: answer,
         files_involved: files,
+    }
+}
+
+/// `s` ending as a sentence: `stop` is added unless it already ends in punctuation.
+fn sentence(s: &str, stop: &str) -> String {
+    if s.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
+        s.to_owned()
+    } else {
+        format!("{s}{stop}")
     }
 }
 
@@ -593,7 +612,7 @@ pub fn session_summary(talks: &[TalkSummary], lang: Lang, project: Option<&str>)
             talks.len()
         );
         if !first.is_empty() {
-            s.push_str(&format!("首先：{first}。"));
+            s.push_str(&format!("首先：{}", sentence(&first, "。")));
         }
         if talks.len() > 1 && !last.is_empty() {
             s.push_str(&format!("最后：{last}"));
@@ -611,7 +630,7 @@ pub fn session_summary(talks: &[TalkSummary], lang: Lang, project: Option<&str>)
             if talks.len() == 1 { "" } else { "s" }
         );
         if !first.is_empty() {
-            s.push_str(&format!(" First: {first}."));
+            s.push_str(&format!(" First: {}", sentence(&first, ".")));
         }
         if talks.len() > 1 && !last.is_empty() {
             s.push_str(&format!(" Last: {last}"));
@@ -685,6 +704,33 @@ mod tests {
         assert_eq!(m, vec!["src/date.ts", "src/new.ts"]);
         let (r, _) = files_of(&call("3", "read_file", json!({"path": "README.md"}), ""));
         assert_eq!(r, vec!["README.md"]);
+    }
+
+    #[test]
+    fn requests_end_as_one_sentence_and_patches_are_named_by_their_files() {
+        let talk = Talk {
+            prompt_number: 1,
+            prompt: "Can you find out why?".into(),
+            assistant_texts: vec![],
+            calls: vec![call(
+                "1",
+                "apply_patch",
+                json!({"input": "*** Begin Patch\n*** Update File: src/date.ts\n*** End Patch"}),
+                "Success.",
+            )],
+            raw_tokens: 0,
+            lang: Lang::En,
+            ts: None,
+        };
+        let t = talk_summary(&talk);
+        assert!(
+            t.summary
+                .starts_with("Asked: Can you find out why? 1 tool call ("),
+            "{}",
+            t.summary
+        );
+        let groups = group_calls(&talk.calls, &L1Settings::default());
+        assert_eq!(observation(&groups[0], &talk).title, "Edited date.ts");
     }
 
     #[test]
