@@ -161,6 +161,15 @@ fn serve_backfills_then_follows_appends_new_folders_rewrites_and_deletions() {
         "{roots}"
     );
 
+    // Every Codex file is in (they arrive over several batches): the archive now holds what a
+    // one-shot import of all the fixtures holds, plus the three live prompts.
+    let everything = Home::with_fixtures().json(&["import", "--json"])["messages"]
+        .as_u64()
+        .unwrap();
+    s.wait_for(10, "all of the codex sessions", |s| {
+        (s.ok("/api/stats")["messages"].as_u64() == Some(everything + 3)).then_some(())
+    });
+
     // A rewritten file (same records, rewritten in place by an editor) adds nothing.
     let before = s.ok("/api/stats")["messages"].clone();
     let body = std::fs::read(&file).unwrap();
