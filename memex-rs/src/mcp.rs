@@ -209,16 +209,10 @@ impl MemexMcp {
                     }
                     return Ok(v);
                 }
-                let all = read::session_messages(c, s.pk).map_err(internal)?;
-                let selected: Vec<_> = all
+                let (rows, total) = read::session_messages_page(c, s.pk, prompt, offset, limit)
+                    .map_err(internal)?;
+                let page: Vec<Value> = rows
                     .into_iter()
-                    .filter(|m| !m.duplicate && prompt.is_none_or(|p| m.prompt_number == p))
-                    .collect();
-                let total = selected.len();
-                let page: Vec<Value> = selected
-                    .into_iter()
-                    .skip(offset)
-                    .take(limit)
                     .map(|m| {
                         let mut v = serde_json::to_value(&m).unwrap_or(Value::Null);
                         if let Some(t) = v["text"].as_str()

@@ -243,11 +243,10 @@ fn search_raw(
     p: &SearchParams,
     terms: &[fts::Term],
 ) -> Result<Vec<Hit>, SearchError> {
-    let terms = terms.to_vec();
     // One read transaction for the whole search: one snapshot, and one lock instead of one per
     // statement.
     let tx = conn.unchecked_transaction()?;
-    let mut args = vec![Sql::Text(fts::match_expr(&terms))];
+    let mut args = vec![Sql::Text(fts::match_expr(terms))];
     let cond = p.filter.sql(Some("m.ts"), &mut args);
     let join = if p.filter.is_empty() {
         String::new()
@@ -277,7 +276,7 @@ fn search_raw(
         "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT {DF_CAP})"
     ))?;
     let mut weighted = Vec::with_capacity(terms.len());
-    for t in &terms {
+    for t in terms {
         let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
         let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
         if let Some(re) = t.regex() {
@@ -332,7 +331,7 @@ fn search_raw(
     Ok(hits
         .into_iter()
         .map(|(mut hit, text, _)| {
-            hit.snippet = fts::snippet(&text, &terms, 200);
+            hit.snippet = fts::snippet(&text, terms, 200);
             hit
         })
         .collect())

@@ -289,7 +289,7 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
         "lag": i.lag(),
     });
     v["sessions_tracker"] = json!({
-        "idle_minutes": s.idle_minutes,
+        "idle_minutes": st.settings.watch.idle_minutes,
         "active_sessions": s.tracker.active.load(Relaxed),
         "idle_events_since_start": s.tracker.idle_events.load(Relaxed),
     });
@@ -514,7 +514,8 @@ async fn compact_regenerate(
             Some(_) => Err(ApiError::bad_parameter(format!("`{k}` must be a string"))),
         }
     };
-    let levels = regenerate_levels(field("level")?.as_deref()).map_err(ApiError::bad_parameter)?;
+    let levels =
+        queue::regenerate_levels(field("level")?.as_deref()).map_err(ApiError::bad_parameter)?;
     let since = field("since")?
         .map(|t| {
             search::parse_time(&t).map_err(|e| ApiError::bad_parameter(format!("`since`: {e}")))
@@ -535,17 +536,6 @@ async fn compact_regenerate(
         .map_err(ApiError::internal)?;
     c.wake.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({"queued": queued}))))
-}
-
-/// `l1`, `l2`, `l3` or `all` (the default).
-pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<&'static str>, String> {
-    Ok(match level.unwrap_or("all") {
-        "l1" => vec!["l1"],
-        "l2" => vec!["l2"],
-        "l3" => vec!["l3"],
-        "all" => vec!["l1", "l2", "l3"],
-        other => return Err(format!("`level` must be l1, l2, l3 or all, got `{other}`")),
-    })
 }
 
 async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {

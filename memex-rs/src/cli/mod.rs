@@ -712,13 +712,6 @@ technologies: {}",
     Ok(())
 }
 
-/// The address of the running service, from the lock file.
-fn service_addr(ctx: &Ctx) -> Option<String> {
-    let holder = store::lock::holder(&ctx.resolved.settings.data_dir())?;
-    let rest = holder.split("memex serve on ").nth(1)?;
-    rest.split_whitespace().next().map(str::to_owned)
-}
-
 /// POSTs to the running service.
 fn post_service(
     ctx: &Ctx,
@@ -827,7 +820,7 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
         _ => None,
     };
     if let CompactCommand::Regenerate { level, .. } = &cmd {
-        crate::api::regenerate_levels(Some(level))
+        queue::regenerate_levels(Some(level))
             .map_err(|e| user_error(e.replace("`level`", "--level"), "for example --level l2"))?;
     }
     let session_pk = match &cmd {
@@ -848,7 +841,7 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
         }
         _ => None,
     };
-    if let Some(addr) = service_addr(ctx) {
+    if let Some(addr) = store::lock::serving_addr(&dir) {
         // The service owns the archive: hand the work to it.
         let v = match &cmd {
             CompactCommand::Trigger => post_service(ctx, &addr, "/api/compact/trigger", json!({}))?,
@@ -906,7 +899,7 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
                     .await
             }
             CompactCommand::Regenerate { level, .. } => {
-                let levels = crate::api::regenerate_levels(Some(level)).unwrap_or_default();
+                let levels = queue::regenerate_levels(Some(level)).unwrap_or_default();
                 let pk = session_pk.as_ref().map(|s| s.0);
                 c.writer
                     .run(move |conn| queue::regenerate(conn, &levels, pk, since))

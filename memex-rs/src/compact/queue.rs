@@ -1155,6 +1155,17 @@ pub fn ready_count(conn: &Connection) -> rusqlite::Result<u64> {
     .map(|n| n as u64)
 }
 
+/// `l1`, `l2`, `l3` or `all` (the default).
+pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<&'static str>, String> {
+    Ok(match level.unwrap_or("all") {
+        "l1" => vec!["l1"],
+        "l2" => vec!["l2"],
+        "l3" => vec!["l3"],
+        "all" => vec!["l1", "l2", "l3"],
+        other => return Err(format!("`level` must be l1, l2, l3 or all, got `{other}`")),
+    })
+}
+
 /// Queues regeneration of existing rows (and of talks never summarised) from raw.
 pub fn regenerate(
     conn: &mut Connection,

@@ -208,3 +208,45 @@ fn retry_after(h: &HeaderMap) -> Option<Duration> {
     let ms = when.timestamp_millis() - chrono::Utc::now().timestamp_millis();
     Some(Duration::from_millis(ms.max(0) as u64))
 }
+
+/// Complete lines of a streamed body (SSE or NDJSON).
+pub(crate) struct Lines {
+    body: reqwest::Response,
+    buf: Vec<u8>,
+    ended: bool,
+}
+
+impl Lines {
+    pub(crate) fn new(body: reqwest::Response) -> Lines {
+        Lines {
+            body,
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next non-empty line; `None` at the end of the body.
+    pub(crate) async fn next(&mut self, core: &HttpCore) -> Result<Option<String>, LlmError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                let line = String::from_utf8_lossy(&line).trim().to_owned();
+                if line.is_empty() {
+                    continue;
+                }
+                return Ok(Some(line));
+            }
+            if self.ended {
+                let rest = String::from_utf8_lossy(&std::mem::take(&mut self.buf))
+                    .trim()
+                    .to_owned();
+                return Ok((!rest.is_empty()).then_some(rest));
+            }
+            match self.body.chunk().await {
+                Ok(Some(c)) => self.buf.extend_from_slice(&c),
+                Ok(None) => self.ended = true,
+                Err(e) => return Err(core.broken(format!("the stream broke: {e}"))),
+            }
+        }
+    }
+}

@@ -98,7 +98,7 @@ impl OpenAi {
             return Ok(out);
         }
         // Server-sent events: `data: {json}` lines, ending with `data: [DONE]`.
-        let mut lines = super::ollama::Lines::new(answer.body);
+        let mut lines = super::http::Lines::new(answer.body);
         let mut done = false;
         while let Some(line) = lines.next(&self.core).await? {
             let Some(data) = line.strip_prefix("data:") else {

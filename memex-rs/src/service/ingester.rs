@@ -100,7 +100,7 @@ impl Ingester {
                 gone.push(path.clone());
             }
         }
-        let vanished = change.vanished.clone();
+        let vanished = change.vanished;
         let present: HashSet<PathBuf> = jobs.keys().cloned().collect();
         let jobs: Vec<Job> = jobs.into_values().collect();
         let opts = IngestOptions {
@@ -130,10 +130,8 @@ impl Ingester {
         // Files a full scan no longer finds, and files removed or renamed away, keep their
         // messages; they are only marked gone.
         if !stopped {
-            let roots = full_roots.clone();
-            let present = present.clone();
             let marked = self.writer.call(move |c| {
-                let mut n = ingest::mark_gone(c, &roots, &present)?;
+                let mut n = ingest::mark_gone(c, &full_roots, &present)?;
                 for p in &gone {
                     n += usize::from(ingest::mark_path_gone(c, p)?);
                 }

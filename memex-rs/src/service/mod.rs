@@ -45,13 +45,12 @@ pub struct State {
     pub tracker: tracker::TrackerStats,
     /// Sessions that went idle (the compact queue subscribes).
     pub idle_events: broadcast::Sender<SessionIdle>,
-    pub idle_minutes: u64,
 }
 
 pub type Shared = Arc<State>;
 
-impl State {
-    pub fn new(idle_minutes: u64) -> State {
+impl Default for State {
+    fn default() -> State {
         State {
             started: Instant::now(),
             started_at_ms: chrono::Utc::now().timestamp_millis(),
@@ -60,10 +59,11 @@ impl State {
             ingest: IngestStats::default(),
             tracker: tracker::TrackerStats::default(),
             idle_events: broadcast::channel(1024).0,
-            idle_minutes,
         }
     }
+}
 
+impl State {
     pub fn phase(&self) -> &'static str {
         *self.phase.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -177,10 +177,10 @@ pub async fn run(
         addr: cfg.bind,
         source,
     })?;
-    data_lock.describe(&format!("memex serve on {addr}"));
+    data_lock.describe(&format!("{}{addr}", lock::SERVE_ON));
     on_listen(addr);
 
-    let state: Shared = Arc::new(State::new(s.watch.idle_minutes));
+    let state: Shared = Arc::new(State::default());
     let stop = Arc::new(AtomicBool::new(false));
     let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
     let registry = Arc::new(AdapterRegistry::new());

@@ -86,6 +86,16 @@ pub fn holder(data_dir: &Path) -> Option<String> {
     }
 }
 
+/// Where the running `memex serve` listens, from what its lock says (`memex serve on ADDR`).
+pub fn serving_addr(data_dir: &Path) -> Option<String> {
+    let holder = holder(data_dir)?;
+    let rest = holder.split(SERVE_ON).nth(1)?;
+    rest.split_whitespace().next().map(str::to_owned)
+}
+
+/// What `memex serve` writes into the lock once it listens, before the address.
+pub const SERVE_ON: &str = "memex serve on ";
+
 fn describe(file: &mut File) -> String {
     let mut s = String::new();
     let _ = file.seek(SeekFrom::Start(0));

@@ -1,7 +1,7 @@
 //! Read queries over the archive: sessions, their messages, and archive statistics. Every
 //! function takes its own read connection; none of them writes.
 
-use rusqlite::{Connection, OptionalExtension, params_from_iter, types::Value as Sql};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter, types::Value as Sql};
 use serde::Serialize;
 
 /// Epoch milliseconds as RFC 3339 UTC with milliseconds.
@@ -223,42 +223,75 @@ pub struct MessageRow {
 }
 
 /// A session's messages in conversation order: by talk, then by time and position.
+const MESSAGE_COLS: &str =
+    "message_id, role, kind, prompt_number, ts, COALESCE(text, memex_unzstd(text_z)),
+     tool_name, tool_input, tool_call_id, is_error, model, parent_id, agent_id,
+     sidechain, inherited, duplicate, active, line";
+
+/// The order a session's messages are shown in.
+const MESSAGE_ORDER: &str = "ORDER BY prompt_number, ts IS NULL, ts, source_file_id, seq";
+
+fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    let kind: String = r.get(2)?;
+    let text: Option<String> = r.get(5)?;
+    let text = text.unwrap_or_default();
+    let input: Option<String> = r.get(7)?;
+    Ok(MessageRow {
+        message_id: r.get(0)?,
+        role: r.get(1)?,
+        prompt_number: r.get(3)?,
+        timestamp: iso(r.get(4)?),
+        tool_output: (kind == "tool_result").then(|| text.clone()),
+        text,
+        kind,
+        tool_name: r.get(6)?,
+        tool_input: input.and_then(|i| serde_json::from_str(&i).ok()),
+        tool_call_id: r.get(8)?,
+        is_error: r.get(9)?,
+        model: r.get(10)?,
+        parent_id: r.get(11)?,
+        agent_id: r.get(12)?,
+        sidechain: r.get(13)?,
+        inherited: r.get(14)?,
+        duplicate: r.get(15)?,
+        active: r.get(16)?,
+        line: r.get(17)?,
+    })
+}
+
+/// Every message of a session, in order.
 pub fn session_messages(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<MessageRow>> {
-    let mut st = conn.prepare(
-        "SELECT message_id, role, kind, prompt_number, ts, COALESCE(text, memex_unzstd(text_z)),
-                tool_name, tool_input, tool_call_id, is_error, model, parent_id, agent_id,
-                sidechain, inherited, duplicate, active, line
-         FROM messages WHERE session_pk = ?1
-         ORDER BY prompt_number, ts IS NULL, ts, source_file_id, seq",
+    let mut st = conn.prepare(&format!(
+        "SELECT {MESSAGE_COLS} FROM messages WHERE session_pk = ?1 {MESSAGE_ORDER}"
+    ))?;
+    st.query_map([pk], message_row)?.collect()
+}
+
+/// One page of a session's messages (echoes left out), optionally of one talk, and how many
+/// there are in all: only the page is read and decompressed.
+pub fn session_messages_page(
+    conn: &Connection,
+    pk: i64,
+    prompt: Option<i64>,
+    offset: usize,
+    limit: usize,
+) -> rusqlite::Result<(Vec<MessageRow>, usize)> {
+    let cond = "session_pk = ?1 AND duplicate = 0 AND (?2 IS NULL OR prompt_number = ?2)";
+    let total: i64 = conn.query_row(
+        &format!("SELECT COUNT(*) FROM messages WHERE {cond}"),
+        params![pk, prompt],
+        |r| r.get(0),
     )?;
-    st.query_map([pk], |r| {
-        let kind: String = r.get(2)?;
-        let text: Option<String> = r.get(5)?;
-        let text = text.unwrap_or_default();
-        let input: Option<String> = r.get(7)?;
-        Ok(MessageRow {
-            message_id: r.get(0)?,
-            role: r.get(1)?,
-            prompt_number: r.get(3)?,
-            timestamp: iso(r.get(4)?),
-            tool_output: (kind == "tool_result").then(|| text.clone()),
-            text,
-            kind,
-            tool_name: r.get(6)?,
-            tool_input: input.and_then(|i| serde_json::from_str(&i).ok()),
-            tool_call_id: r.get(8)?,
-            is_error: r.get(9)?,
-            model: r.get(10)?,
-            parent_id: r.get(11)?,
-            agent_id: r.get(12)?,
-            sidechain: r.get(13)?,
-            inherited: r.get(14)?,
-            duplicate: r.get(15)?,
-            active: r.get(16)?,
-            line: r.get(17)?,
-        })
-    })?
-    .collect()
+    let mut st = conn.prepare(&format!(
+        "SELECT {MESSAGE_COLS} FROM messages WHERE {cond} {MESSAGE_ORDER} LIMIT ?3 OFFSET ?4"
+    ))?;
+    let rows = st
+        .query_map(
+            params![pk, prompt, limit as i64, offset as i64],
+            message_row,
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok((rows, total as usize))
 }
 
 /// The original records of a session (redacted), in the order their messages are shown: what
