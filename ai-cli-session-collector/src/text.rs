@@ -85,7 +85,13 @@ pub fn tool_call_text(name: &str, input: &Value) -> String {
                 out.push_str(s);
             }
             Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            // Key order, whatever order the map keeps (serde_json's `preserve_order` may be
+            // switched on by any crate in the build): the text must not depend on it.
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                keys.into_iter().for_each(|k| walk(&o[k], out));
+            }
             _ => {}
         }
     }

@@ -21,7 +21,62 @@ pub struct Settings {
     pub watch: WatchSettings,
     pub api: ApiSettings,
     pub compact: CompactSettings,
+    pub vector: VectorSettings,
 }
+
+/// The vector layer: which embedder, what gets embedded, and how the index is kept.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VectorSettings {
+    /// `local` (all-MiniLM-L6-v2 inside Memex), `hashing`, `ollama`, `openai`, `openrouter`
+    /// (their `[compact.*] embedding_model`), or `off`.
+    pub provider: String,
+    /// Which raw messages get vectors: `prompts+answers`, `all` (tool output too), `off`.
+    pub raw: String,
+    /// Folder of the local model's files; empty: MEMEX_MODEL_DIR, else
+    /// `<data dir>/models/all-MiniLM-L6-v2`.
+    pub model_dir: String,
+    /// Threads the local model computes with (0 = one per core).
+    pub threads: usize,
+    /// Rows embedded per batch by the indexer.
+    pub batch: usize,
+    /// Pieces a long text is cut into, at most (the rest is found by full-text search).
+    pub max_chunks: usize,
+    /// A table with this many rows gets an approximate (IVF-PQ) index; smaller ones are
+    /// searched exactly.
+    pub ann_min_rows: usize,
+    /// Vector length of a remote provider's model.
+    pub remote_dimension: usize,
+    /// Vector results less similar than this (cosine, -1 to 1) are not results: without it,
+    /// every search would return the nearest texts however unrelated.
+    pub min_similarity: f64,
+    /// When the stored vectors were made by another model: drop and rebuild them at start
+    /// instead of refusing to start.
+    pub drop_stale_index: bool,
+}
+
+impl Default for VectorSettings {
+    fn default() -> Self {
+        VectorSettings {
+            provider: "local".into(),
+            raw: "prompts+answers".into(),
+            model_dir: String::new(),
+            threads: 1,
+            batch: 256,
+            max_chunks: 4,
+            ann_min_rows: 20_000,
+            remote_dimension: 768,
+            min_similarity: 0.3,
+            drop_stale_index: false,
+        }
+    }
+}
+
+/// What `[vector] provider` accepts.
+pub const VECTOR_PROVIDERS: &[&str] =
+    &["local", "hashing", "ollama", "openai", "openrouter", "off"];
+/// What `[vector] raw` accepts.
+pub const VECTOR_RAW: &[&str] = &["prompts+answers", "all", "off"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -276,6 +331,7 @@ impl Default for Settings {
             watch: WatchSettings::default(),
             api: ApiSettings::default(),
             compact: CompactSettings::default(),
+            vector: VectorSettings::default(),
         }
     }
 }
@@ -406,6 +462,14 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
             })?;
     settings.data.dir = expand(&settings.data.dir, inputs.home, inputs.env);
     settings.api.token = expand(&settings.api.token, inputs.home, inputs.env);
+    if settings.vector.model_dir.is_empty()
+        && let Some(d) = inputs.env.get("MEMEX_MODEL_DIR")
+    {
+        settings.vector.model_dir = d.clone();
+    }
+    if !settings.vector.model_dir.is_empty() {
+        settings.vector.model_dir = expand(&settings.vector.model_dir, inputs.home, inputs.env);
+    }
     let c = &mut settings.compact;
     for p in [
         &mut c.ollama,
@@ -524,6 +588,33 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
         }
     }
     range("compact.concurrency", c.concurrency as u64, 1, 16)?;
+    let v = &s.vector;
+    for (key, val, accepted) in [
+        ("vector.provider", &v.provider, VECTOR_PROVIDERS),
+        ("vector.raw", &v.raw, VECTOR_RAW),
+    ] {
+        if !accepted.contains(&val.as_str()) {
+            return bad(
+                key,
+                format!("unknown value `{val}`; accepted: {}", accepted.join(", ")),
+            );
+        }
+    }
+    range("vector.threads", v.threads as u64, 0, 64)?;
+    range("vector.batch", v.batch as u64, 1, 4096)?;
+    range("vector.max_chunks", v.max_chunks as u64, 1, 64)?;
+    range(
+        "vector.ann_min_rows",
+        v.ann_min_rows as u64,
+        256,
+        100_000_000,
+    )?;
+    range(
+        "vector.remote_dimension",
+        v.remote_dimension as u64,
+        8,
+        8192,
+    )?;
     range("compact.max_attempts", u64::from(c.max_attempts), 1, 100)?;
     range(
         "compact.l1.merge_threshold",

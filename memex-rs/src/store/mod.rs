@@ -32,6 +32,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_compact",
         include_str!("../../../migrations/0003_compact.sql"),
     ),
+    (
+        "0004_vector",
+        include_str!("../../../migrations/0004_vector.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

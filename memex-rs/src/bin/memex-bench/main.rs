@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ai_cli_session_collector::AdapterRegistry;
-use memex::search::{SearchParams, search};
+use memex::search::{Mode, SearchParams, Semantic, search};
 use memex::store::{self, ingest};
 
 /// Deterministic xorshift: the same corpus on every machine.
@@ -446,6 +446,33 @@ fn peak_rss_mb() -> f64 {
         / 1024.0
 }
 
+/// Copies a folder tree (the fixtures are read-only; copies need not be).
+fn copy_tree(from: &Path, to: &Path) {
+    for f in walk(from) {
+        let dest = to.join(f.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(&dest, std::fs::read(&f).unwrap()).unwrap();
+    }
+}
+
+/// Imports `roots` into `data` with default options.
+fn import_roots(roots: &[(String, PathBuf)], data: &Path) {
+    let registry = Arc::new(AdapterRegistry::new());
+    let (writer, handle) = store::Writer::start(data).unwrap();
+    let jobs = ingest::discover(&registry, roots);
+    let opts = ingest::IngestOptions {
+        redact: true,
+        fts_max_bytes: 1 << 20,
+        batch_bytes: 8 << 20,
+        threads: 1,
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let rep = ingest::import(&writer, data, registry, jobs, &opts, &stop, &|_| {}).unwrap();
+    println!("imported {} files, {} messages", rep.files, rep.messages);
+    drop(writer);
+    handle.join().unwrap();
+}
+
 fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
     vec![
         ("claude".into(), corpus.join("claude")),
@@ -538,12 +565,14 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
             limit: 10,
             filter: Default::default(),
             level: Default::default(),
+            mode: Mode::Fts,
         };
-        let hits = search(&conn, &p).unwrap().results.len(); // warm-up
+        let off = Semantic::Off("full-text benchmark".into());
+        let hits = search(&conn, &off, &p).unwrap().results.len(); // warm-up
         let mut lat = Vec::new();
         for _ in 0..runs {
             let t = Instant::now();
-            search(&conn, &p).unwrap();
+            search(&conn, &off, &p).unwrap();
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         let mut rg = Vec::new();
@@ -570,6 +599,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
     );
 }
 
+mod eval;
 mod live;
 
 /// Heuristic compaction of every session of an archive, as the service's workers do it.
@@ -679,6 +709,10 @@ fn main() {
         Some("compact") => bench_compact(
             &path("--data"),
             arg("--workers").map_or(2, |n| n.parse().expect("--workers N")),
+        ),
+        Some("eval") => eval::run(
+            &path("--work"),
+            arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
         ),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),

