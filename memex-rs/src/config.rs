@@ -756,6 +756,13 @@ impl Settings {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_example_config_is_the_defaults() {
+        let example: Settings = toml::from_str(include_str!("../../config.example.toml"))
+            .expect("config.example.toml parses");
+        assert_eq!(example, Settings::default());
+    }
+
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()

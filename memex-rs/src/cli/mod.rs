@@ -583,15 +583,8 @@ fn reindex_vectors(ctx: &Ctx) -> Result<()> {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
         let started = std::time::Instant::now();
-        loop {
-            let n = v.run_batch(&pool, &writer).await?;
-            if n == 0 {
-                break;
-            }
-            bar.inc(n as u64);
-        }
+        v.drain(&pool, &writer, &mut |n| bar.inc(n as u64)).await?;
         bar.finish_and_clear();
-        v.maintain().await?;
         let st = v.status(0, "on").await;
         Ok::<_, anyhow::Error>((started.elapsed(), st))
     });

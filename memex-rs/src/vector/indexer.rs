@@ -178,6 +178,9 @@ fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Re
     rows.collect()
 }
 
+/// Rows embedded between two rounds of table upkeep during a long run.
+const UPKEEP_ROWS: usize = 20_000;
+
 /// Texts per call into the embedder: between two calls a shutdown is noticed.
 const EMBED_SLICE: usize = 32;
 
@@ -306,6 +309,29 @@ impl Vectors {
         Ok(entries)
     }
 
+    /// Embeds everything waiting, with upkeep every [`UPKEEP_ROWS`] rows and at the end;
+    /// `progress` hears of every batch.
+    pub async fn drain(
+        self: &Arc<Self>,
+        pool: &ReadPool,
+        writer: &Writer,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<(), VectorError> {
+        let mut since_upkeep = 0;
+        loop {
+            let n = self.run_batch(pool, writer).await?;
+            progress(n);
+            since_upkeep += n;
+            if n == 0 || since_upkeep >= UPKEEP_ROWS {
+                self.maintain().await?;
+                since_upkeep = 0;
+            }
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+
     /// Table upkeep (compaction, the ANN index) for every table.
     pub async fn maintain(&self) -> Result<(), VectorError> {
         for t in Tbl::ALL {
@@ -376,7 +402,7 @@ impl Vectors {
                 }
             };
             since_upkeep += handled;
-            if handled == 0 || since_upkeep >= 20_000 {
+            if handled == 0 || since_upkeep >= UPKEEP_ROWS {
                 if since_upkeep > 0 {
                     if let Err(e) = self.maintain().await {
                         tracing::warn!(error = %e, "vector table upkeep failed");

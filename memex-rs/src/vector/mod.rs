@@ -356,19 +356,23 @@ impl VectorStore {
     }
 
     pub async fn has_ann(&self, t: Tbl) -> Result<bool, VectorError> {
+        self.has_index(t, "vector").await
+    }
+
+    async fn has_index(&self, t: Tbl, column: &str) -> Result<bool, VectorError> {
         Ok(match self.table(t).await? {
             Some(table) => table
                 .list_indices()
                 .await?
                 .iter()
-                .any(|i| i.columns.iter().any(|c| c == "vector")),
+                .any(|i| i.columns.iter().any(|c| c == column)),
             None => false,
         })
     }
 
-    /// Upkeep after a run of writes: merges small files, brings the ANN index up to date (and
-    /// builds it once the table has `ann_min_rows`), and removes versions older than a minute
-    /// (only this process writes; readers hold a version for far less).
+    /// Upkeep after a run of writes: merges small files, brings the indexes up to date (and
+    /// builds the ANN index once the table has `ann_min_rows`), and removes versions older than
+    /// a minute (only this process writes; readers hold a version for far less).
     pub async fn maintain(&self, t: Tbl, ann_min_rows: usize) -> Result<(), VectorError> {
         let Some(table) = self.table(t).await? else {
             return Ok(());
@@ -379,11 +383,21 @@ impl VectorStore {
                 remap_options: None,
             })
             .await?;
-        if self.has_ann(t).await? {
+        // Replacing a row's vectors deletes by `ref_id`: a B-tree keeps that a lookup instead
+        // of a scan of the table.
+        if !self.has_index(t, "ref_id").await? {
             table
-                .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+                .create_index(
+                    &["ref_id"],
+                    lancedb::index::Index::BTree(Default::default()),
+                )
+                .execute()
                 .await?;
-        } else if table.count_rows(None).await? >= ann_min_rows {
+        }
+        table
+            .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+            .await?;
+        if !self.has_ann(t).await? && table.count_rows(None).await? >= ann_min_rows {
             tracing::info!(
                 table = t.name(),
                 "building the approximate (IVF-PQ) vector index"

@@ -255,8 +255,7 @@ pub fn run(work: &Path, distractors: usize) {
         );
         memex::vector::prepare(&v, &writer).await.unwrap();
         let pool = store::ReadPool::new(&data);
-        while v.run_batch(&pool, &writer).await.unwrap() > 0 {}
-        v.maintain().await.unwrap();
+        v.drain(&pool, &writer, &mut |_| {}).await.unwrap();
         v
     });
     drop(writer);

@@ -601,6 +601,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
 
 mod eval;
 mod live;
+mod vec;
 
 /// Heuristic compaction of every session of an archive, as the service's workers do it.
 fn bench_compact(data: &Path, workers: usize) {
@@ -710,6 +711,15 @@ fn main() {
             &path("--data"),
             arg("--workers").map_or(2, |n| n.parse().expect("--workers N")),
         ),
+        Some("embed") => vec::embed(arg("--texts").map_or(2000, |n| n.parse().expect("--texts N"))),
+        Some("vectors") => vec::index(
+            &path("--data"),
+            &arg("--provider").unwrap_or_else(|| "local".into()),
+        ),
+        Some("hybrid") => vec::latency(
+            &path("--data"),
+            arg("--runs").map_or(20, |t| t.parse().expect("--runs N")),
+        ),
         Some("eval") => eval::run(
             &path("--work"),
             arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
@@ -725,7 +735,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }
