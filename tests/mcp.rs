@@ -205,3 +205,31 @@ async fn mcp_tools_answer_from_the_archive_and_reject_bad_arguments() {
     assert!(v["results"].is_array());
     client.cancel().await.unwrap();
 }
+
+/// The official Python SDK's client, as another agent would connect: initialize, list tools,
+/// call each tool, a bad call.
+#[test]
+fn the_python_sdk_client_uses_every_tool() {
+    let h = Home::with_fixtures();
+    h.json(&["import", "--json"]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/mcp_client.py");
+    let out = std::process::Command::new(python_with_mcp())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_memex"))
+        .arg(h.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python mcp client: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tools"].as_array().unwrap().len(), 4);
+    assert!(
+        report["bad_call"].as_str().unwrap().contains("level"),
+        "{report}"
+    );
+}

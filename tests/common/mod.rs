@@ -401,3 +401,39 @@ pub fn model_dir() -> PathBuf {
     })
     .clone()
 }
+
+/// A Python with the official MCP SDK (`mcp` from PyPI): `MEMEX_TEST_PYTHON`, else a venv
+/// under the user's cache, created once.
+pub fn python_with_mcp() -> PathBuf {
+    static PY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        if let Some(p) = std::env::var_os("MEMEX_TEST_PYTHON") {
+            return PathBuf::from(p);
+        }
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .expect("HOME is set");
+        let venv = home.join(".cache/memex/mcp-venv");
+        let py = venv.join("bin/python");
+        let ready = |py: &Path| {
+            Command::new(py)
+                .args(["-c", "import mcp"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !ready(&py) {
+            let run = |cmd: &mut Command| {
+                let out = cmd.output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "cannot prepare the Python MCP client (needs python3-venv and PyPI): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+            run(Command::new(&py).args(["-m", "pip", "install", "-q", "mcp==1.*"]));
+        }
+        py
+    })
+    .clone()
+}
