@@ -318,4 +318,15 @@ fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
 
     let (status, took) = srv.terminate();
     assert!(status.success() && took < Duration::from_secs(5));
+
+    // The vector folder is lost: the next start notices and embeds everything again.
+    std::fs::remove_dir_all(h.data_dir().join("vectors")).unwrap();
+    let srv = h.serve(&env);
+    srv.wait_for(60, "the vectors rebuilt after the folder was lost", |s| {
+        let v = s.ok("/api/stats")["vectors"].clone();
+        (v["backlog"] == 0
+            && v["rows"]["raw"].as_u64() > Some(50)
+            && v["rows"]["talks"].as_u64() == Some(talks))
+        .then_some(())
+    });
 }

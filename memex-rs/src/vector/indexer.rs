@@ -244,7 +244,7 @@ impl Vectors {
     ) -> Result<usize, VectorError> {
         let batch = self.settings.batch;
         let raw_mode = self.settings.raw.clone();
-        let (entries, groups) = {
+        let (entries, last_id, groups) = {
             let pool = pool.clone();
             tokio::task::spawn_blocking(move || -> Result<_, VectorError> {
                 pool.with(|conn| -> Result<_, VectorError> {
@@ -269,13 +269,12 @@ impl Vectors {
                         let sources = load(conn, t, &refs, &raw_mode)?;
                         groups.push((t, refs, sources));
                     }
-                    Ok((entries.len(), (entries.last().map(|e| e.0), groups)))
+                    Ok((entries.len(), entries.last().map(|e| e.0), groups))
                 })?
             })
             .await
             .expect("the outbox read does not panic")?
         };
-        let (last_id, groups) = groups;
         let Some(last_id) = last_id else {
             return Ok(0);
         };

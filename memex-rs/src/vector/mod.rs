@@ -226,6 +226,11 @@ impl VectorStore {
         Ok(table)
     }
 
+    /// Whether the folder holds no table at all.
+    pub async fn is_empty(&self) -> Result<bool, VectorError> {
+        Ok(self.db.table_names().execute().await?.is_empty())
+    }
+
     /// Drops every table (the folder stays).
     pub async fn drop_all(&self) -> Result<(), VectorError> {
         let mut tables = self.tables.lock().await;
@@ -548,7 +553,23 @@ pub async fn prepare(
         .run(move |c| indexer::check(c, embedder.as_ref(), &dir))
         .await??;
     let rebuild = match guard {
-        indexer::Guard::Same => false,
+        // The folder was deleted or lost while SQLite says everything is embedded.
+        indexer::Guard::Same => {
+            let (pool_dir, empty) = (v.store.dir().to_owned(), v.store.is_empty().await?);
+            let archived = writer
+                .run(|c| {
+                    c.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM vector_outbox)",
+                        [],
+                        |r| r.get::<_, bool>(0),
+                    )
+                })
+                .await??;
+            if empty && archived {
+                tracing::warn!(dir = %pool_dir.display(), "the vector tables are missing; embedding everything again");
+            }
+            empty && archived
+        }
         indexer::Guard::Fresh => {
             // Tables without bookkeeping (a folder copied in, a crash before the first write)
             // cannot be trusted.
