@@ -285,6 +285,30 @@ fn reader(ctx: &Ctx) -> Result<rusqlite::Connection> {
     store::open(&dir).with_context(|| format!("cannot open the archive in {}", dir.display()))
 }
 
+/// The archive's lock (exit 3 with `hint` when a service holds it) and its writer thread.
+fn write_access(
+    data_dir: &std::path::Path,
+    who: &str,
+    hint: &str,
+) -> Result<(
+    store::lock::DataLock,
+    store::Writer,
+    std::thread::JoinHandle<()>,
+)> {
+    let lock = store::lock::acquire(data_dir, who).map_err(|e| match e {
+        store::lock::LockError::Held { .. } => UserError {
+            message: e.to_string(),
+            hint: Some(hint.into()),
+            code: 3,
+        }
+        .into(),
+        other => anyhow::Error::from(other),
+    })?;
+    let (writer, handle) = store::Writer::start(data_dir)
+        .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
+    Ok((lock, writer, handle))
+}
+
 fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
     let registry = Arc::new(AdapterRegistry::new());
     check_agent(&registry, &a.agent)?;
@@ -295,20 +319,11 @@ fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
         .filter(|(agent, root)| a.agent.as_ref().is_none_or(|x| x == agent) && root.is_dir())
         .collect();
     let data_dir = s.data_dir();
-    let _lock = store::lock::acquire(&data_dir, "memex import").map_err(|e| match e {
-        store::lock::LockError::Held { .. } => UserError {
-            message: e.to_string(),
-            hint: Some(
-                "a running `memex serve` keeps the archive current by itself; stop it to import by hand"
-                    .into(),
-            ),
-            code: 3,
-        }
-        .into(),
-        other => anyhow::Error::from(other),
-    })?;
-    let (writer, handle) = store::Writer::start(&data_dir)
-        .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
+    let (_lock, writer, handle) = write_access(
+        &data_dir,
+        "memex import",
+        "a running `memex serve` keeps the archive current by itself; stop it to import by hand",
+    )?;
     let jobs = ingest::discover(&registry, &roots);
     let present = jobs.iter().map(|j| j.path.clone()).collect();
     let opts = ingest::IngestOptions {
@@ -531,19 +546,11 @@ fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
 fn reindex_vectors(ctx: &Ctx) -> Result<()> {
     let s = &ctx.resolved.settings;
     let data_dir = s.data_dir();
-    let _lock = store::lock::acquire(&data_dir, "memex reindex").map_err(|e| match e {
-        store::lock::LockError::Held { .. } => UserError {
-            message: e.to_string(),
-            hint: Some(
-                "stop `memex serve` first; it continues any rebuild when it starts again".into(),
-            ),
-            code: 3,
-        }
-        .into(),
-        other => anyhow::Error::from(other),
-    })?;
-    let (writer, handle) = store::Writer::start(&data_dir)
-        .with_context(|| format!("cannot open the archive in {}", data_dir.display()))?;
+    let (_lock, writer, handle) = write_access(
+        &data_dir,
+        "memex reindex",
+        "stop `memex serve` first; it continues any rebuild when it starts again",
+    )?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

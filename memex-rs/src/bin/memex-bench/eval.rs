@@ -369,62 +369,34 @@ pub fn run(work: &Path, distractors: usize) {
     println!("{}", gk[1].row("grep paraphrase"));
 
     // Questions without an answer: what each ranking offers first.
+    let top = |q: &str, level, mode| {
+        let p = SearchParams {
+            query: q.to_owned(),
+            limit: 1,
+            filter: Default::default(),
+            level,
+            mode,
+        };
+        search::search(&conn, &sem, &p)
+            .unwrap()
+            .results
+            .into_iter()
+            .next()
+    };
     println!("\nquestions without an answer (top result offered):");
     for q in &topics.no_answer {
-        let fts = search::search(
-            &conn,
-            &sem,
-            &SearchParams {
-                query: q.clone(),
-                limit: 1,
-                filter: Default::default(),
-                level: Level::All,
-                mode: Mode::Fts,
-            },
-        )
-        .unwrap();
-        let vec = search::search(
-            &conn,
-            &sem,
-            &SearchParams {
-                query: q.clone(),
-                limit: 1,
-                filter: Default::default(),
-                level: Level::Raw,
-                mode: Mode::Vector,
-            },
-        )
-        .unwrap();
+        let fts = top(q, Level::All, Mode::Fts);
+        let vec = top(q, Level::Raw, Mode::Vector);
         println!(
             "  {q:<60} fts: {:<10} vector similarity of the nearest: {}",
-            if fts.results.is_empty() {
-                "no match"
-            } else {
-                "a match"
-            },
-            vec.results
-                .first()
-                .map_or("-".into(), |h| format!("{:.2}", h.score))
+            if fts.is_none() { "no match" } else { "a match" },
+            vec.map_or("-".into(), |h| format!("{:.2}", h.score))
         );
     }
-    let mut sims = Vec::new();
-    for (q, _, _) in &questions {
-        let r = search::search(
-            &conn,
-            &sem,
-            &SearchParams {
-                query: q.to_string(),
-                limit: 1,
-                filter: Default::default(),
-                level: Level::Raw,
-                mode: Mode::Vector,
-            },
-        )
-        .unwrap();
-        if let Some(h) = r.results.first() {
-            sims.push(h.score);
-        }
-    }
+    let mut sims: Vec<f64> = questions
+        .iter()
+        .filter_map(|(q, _, _)| top(q, Level::Raw, Mode::Vector).map(|h| h.score))
+        .collect();
     sims.sort_by(f64::total_cmp);
     if !sims.is_empty() {
         println!(
