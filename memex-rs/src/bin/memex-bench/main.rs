@@ -715,6 +715,7 @@ fn main() {
         Some("vectors") => vec::index(
             &path("--data"),
             &arg("--provider").unwrap_or_else(|| "local".into()),
+            arg("--batch").map_or(256, |n| n.parse().expect("--batch N")),
         ),
         Some("hybrid") => vec::latency(
             &path("--data"),
@@ -735,7 +736,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }

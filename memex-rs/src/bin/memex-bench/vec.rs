@@ -70,10 +70,11 @@ pub fn embed(n: usize) {
 }
 
 /// Builds the vectors of the archive in `data` with `provider` (`local` or `hashing`).
-pub fn index(data: &Path, provider: &str) {
+pub fn index(data: &Path, provider: &str, batch: usize) {
     let mut s = memex::config::Settings::default();
     s.data.dir = data.display().to_string();
     s.vector.provider = provider.into();
+    s.vector.batch = batch;
     if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
         s.vector.model_dir = d;
     }
