@@ -330,3 +330,95 @@ fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
         .then_some(())
     });
 }
+
+/// A local server speaking Ollama's `/api/embed`: each text becomes a vector of 8 numbers
+/// made from its bytes. Returns the base URL and how many texts it embedded.
+fn fake_ollama_embed() -> (
+    String,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    tokio::runtime::Runtime,
+) {
+    use axum::routing::post;
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/api/embed",
+        post(move |axum::Json(body): axum::Json<Value>| {
+            let count = count.clone();
+            async move {
+                let inputs = body["input"].as_array().cloned().unwrap_or_default();
+                count.fetch_add(inputs.len(), std::sync::atomic::Ordering::SeqCst);
+                let embeddings: Vec<Vec<f32>> = inputs
+                    .iter()
+                    .map(|t| {
+                        let b = t.as_str().unwrap_or("").as_bytes();
+                        (0..8)
+                            .map(|i| 1.0 + b.get(i).copied().unwrap_or(0) as f32)
+                            .collect()
+                    })
+                    .collect();
+                axum::Json(serde_json::json!({"model": body["model"], "embeddings": embeddings}))
+            }
+        }),
+    );
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen, rt)
+}
+
+#[test]
+fn an_ollama_embedding_model_can_make_the_vectors() {
+    let h = Home::with_fixtures();
+    let (url, seen, _rt) = fake_ollama_embed();
+    let env = [
+        ("MEMEX_VECTOR_PROVIDER", "ollama"),
+        ("MEMEX_VECTOR_REMOTE_DIMENSION", "8"),
+        ("MEMEX_COMPACT_OLLAMA_ENDPOINT", url.as_str()),
+    ];
+    let run = |args: &[&str]| {
+        let mut c = h.command(args);
+        c.envs(env);
+        c.output().unwrap()
+    };
+    assert!(run(&["import"]).status.success());
+    let out = run(&["reindex", "--vectors"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(seen.load(std::sync::atomic::Ordering::SeqCst) > 50);
+    let st: Value = serde_json::from_slice(&run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(st["vectors"]["model"], "ollama:nomic-embed-text", "{st}");
+    assert_eq!(st["vectors"]["dimension"], 8);
+    assert!(st["vectors"]["rows"]["raw"].as_u64().unwrap() > 50);
+    // The query is embedded by the same model.
+    let before = seen.load(std::sync::atomic::Ordering::SeqCst);
+    let out = run(&["search", "--json", "--mode", "vector", "details"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "vector");
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), before + 1);
+    // A model answering another length than configured is an error that says so.
+    let mut c = h.command(&["reindex", "--vectors"]);
+    c.envs(env).env("MEMEX_VECTOR_REMOTE_DIMENSION", "16");
+    let out = c.output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("answered vectors of 8 dimensions"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -88,21 +88,15 @@ pub struct Remote {
     inner: Arc<dyn EmbeddingProvider>,
     id: String,
     dimension: usize,
-    rt: tokio::runtime::Runtime,
 }
 
 impl Remote {
     fn new(inner: Arc<dyn EmbeddingProvider>, model: &str, dimension: usize) -> Remote {
         let id = format!("{}:{model}", inner.name());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime");
         Remote {
             inner,
             id,
             dimension,
-            rt,
         }
     }
 }
@@ -122,7 +116,16 @@ impl Embedder for Remote {
     }
 
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let out = self.rt.block_on(self.inner.embed_batch(texts))?;
+        // On the blocking pool of the service's runtime, that runtime drives the request;
+        // from plain code (the CLI), a short-lived one does.
+        let out = match tokio::runtime::Handle::try_current() {
+            Ok(h) => h.block_on(self.inner.embed_batch(texts))?,
+            Err(_) => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| EmbedError::Setup(e.to_string()))?
+                .block_on(self.inner.embed_batch(texts))?,
+        };
         if let Some(v) = out.iter().find(|v| v.len() != self.dimension) {
             return Err(EmbedError::Model(format!(
                 "{} answered vectors of {} dimensions; [vector] remote_dimension says {}",
