@@ -16,7 +16,7 @@ pub const DIMENSION: usize = 384;
 /// The model's input limit, special tokens included.
 pub const MAX_TOKENS: usize = 256;
 /// Padded tokens per forward pass; a batch of short texts holds more of them.
-const BATCH_TOKENS: usize = 8192;
+const BATCH_TOKENS: usize = 4096;
 const MAX_BATCH: usize = 64;
 
 pub struct MiniLm {
@@ -57,6 +57,7 @@ impl MiniLm {
                 .ok_or_else(|| EmbedError::Setup(format!("the tokenizer has no {t} token")))
         };
         let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        crate::memory::keep_large_allocations_in_heap();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("embed-{i}"))
