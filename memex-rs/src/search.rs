@@ -484,7 +484,8 @@ fn layer_columns(l: &Layer) -> String {
     )
 }
 
-/// A compact layer, ranked by FTS5's BM25 (the layers are small next to the raw messages).
+/// A compact layer: its newest matches, ranked like the raw level (at a million messages the
+/// layers hold hundreds of thousands of rows, and FTS5's `bm25()` would scan every match).
 fn search_layer(
     conn: &Connection,
     p: &SearchParams,
@@ -492,30 +493,95 @@ fn search_layer(
     l: &Layer,
     limit: usize,
 ) -> Result<Vec<Hit>, SearchError> {
+    let tx = conn.unchecked_transaction()?;
     let mut args = vec![Sql::Text(fts::match_expr(terms))];
     let cond = p.filter.sql(Some(l.ts), &mut args);
+    let ids = newest_matches(
+        &tx,
+        l.fts,
+        &format!(
+            "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
+            table = l.table,
+            fts = l.fts
+        ),
+        &cond,
+        args,
+    )?;
+    let hits = layer_rows(&tx, &ids, &Filter::default(), l)?;
+    bm25_rank(&tx, l.fts, terms, hits, limit)
+}
+
+/// Row ids of the newest [`CANDIDATES`] matches of `args[0]` in `fts` that pass `cond`.
+fn newest_matches(
+    tx: &Connection,
+    fts: &str,
+    join: &str,
+    cond: &str,
+    args: Vec<Sql>,
+) -> Result<Vec<i64>, SearchError> {
     let sql = format!(
-        "SELECT {cols}, bm25({fts})
-         FROM {fts} JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk
+        "SELECT {fts}.rowid FROM {fts} {join}
          WHERE {fts} MATCH ?1 AND {cond}
-         ORDER BY bm25({fts}) LIMIT {limit}",
-        cols = layer_columns(l),
-        fts = l.fts,
-        table = l.table,
+         ORDER BY {fts}.rowid DESC LIMIT {CANDIDATES}"
     );
-    let mut st = conn.prepare_cached(&sql)?;
-    let rows = st.query_map(params_from_iter(args), |r| {
-        let (mut hit, text) = layer_hit(r, l)?;
-        hit.score = -r.get::<_, f64>(7)?;
-        Ok((hit, text))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (mut hit, text) = row?;
-        hit.snippet = fts::snippet(&text, terms, 200);
-        out.push(hit);
+    let mut st = tx.prepare_cached(&sql)?;
+    let ids = st
+        .query_map(params_from_iter(args), |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(ids)
+}
+
+/// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
+/// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. Best first;
+/// among equals the newer (candidates arrive newest first, and the sort is stable).
+fn bm25_rank(
+    tx: &Connection,
+    fts: &str,
+    terms: &[fts::Term],
+    hits: Vec<(Hit, String)>,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    if hits.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    let total: f64 = tx
+        .query_row(&format!("SELECT MAX(rowid) FROM {fts}"), [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })?
+        .unwrap_or(1) as f64;
+    let mut df_st = tx.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
+    ))?;
+    let mut weighted = Vec::with_capacity(terms.len());
+    for t in terms {
+        let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
+        let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
+        if let Some(re) = t.regex() {
+            weighted.push((re, idf));
+        }
+    }
+    // Length in bytes: BM25 only needs lengths relative to the average.
+    let avg = hits.iter().map(|h| h.1.len().max(1)).sum::<usize>() as f64 / hits.len() as f64;
+    let mut hits = hits;
+    for (hit, text) in &mut hits {
+        let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
+        hit.score = weighted
+            .iter()
+            .map(|(re, idf)| {
+                let tf = re.find_iter(text).count().max(1) as f64;
+                idf * tf * 2.2 / (tf + norm)
+            })
+            .sum();
+    }
+    hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+    hits.truncate(limit);
+    Ok(hits
+        .into_iter()
+        .map(|(mut hit, text)| {
+            hit.snippet = fts::snippet(&text, terms, 200);
+            hit
+        })
+        .collect())
 }
 
 /// Layer rows by id, in the order given, that pass the filter.
@@ -604,74 +670,14 @@ fn search_raw(
     let mut args = vec![Sql::Text(fts::match_expr(terms))];
     let cond = p.filter.sql(Some("m.ts"), &mut args);
     let join = if p.filter.is_empty() {
-        String::new()
+        ""
     } else {
-        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk".into()
+        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
     };
-    let sql = format!(
-        "SELECT messages_fts.rowid FROM messages_fts {join}
-         WHERE messages_fts MATCH ?1 AND {cond}
-         ORDER BY messages_fts.rowid DESC LIMIT {CANDIDATES}"
-    );
-    let mut st = tx.prepare_cached(&sql)?;
-    let rowids: Vec<i64> = st
-        .query_map(params_from_iter(args), |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    if rowids.is_empty() {
-        return Ok(Vec::new());
-    }
-
-    // BM25 over the candidates (k1 = 1.2, b = 0.75).
-    let total: f64 = tx
-        .query_row("SELECT MAX(rowid) FROM messages_fts", [], |r| {
-            r.get::<_, Option<i64>>(0)
-        })?
-        .unwrap_or(1) as f64;
-    let mut df_st = tx.prepare_cached(&format!(
-        "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT {DF_CAP})"
-    ))?;
-    let mut weighted = Vec::with_capacity(terms.len());
-    for t in terms {
-        let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
-        let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
-        if let Some(re) = t.regex() {
-            weighted.push((re, idf));
-        }
-    }
+    let rowids = newest_matches(&tx, "messages_fts", join, &cond, args)?;
     // The candidates already passed the filter.
-    let mut hits: Vec<(Hit, String, usize)> = raw_rows(&tx, &rowids, &Filter::default())?
-        .into_iter()
-        .map(|(h, text)| {
-            // Length in bytes: BM25 only needs lengths relative to the average.
-            let len = text.len().max(1);
-            (h, text, len)
-        })
-        .collect();
-    if hits.is_empty() {
-        return Ok(Vec::new());
-    }
-    let avg = hits.iter().map(|h| h.2).sum::<usize>() as f64 / hits.len() as f64;
-    for (hit, text, len) in &mut hits {
-        let norm = 1.2 * (0.25 + 0.75 * *len as f64 / avg);
-        hit.score = weighted
-            .iter()
-            .map(|(re, idf)| {
-                let tf = re.find_iter(text).count().max(1) as f64;
-                idf * tf * 2.2 / (tf + norm)
-            })
-            .sum();
-    }
-    // Best first; among equals the newer message (candidates arrive newest first, and the
-    // sort is stable).
-    hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
-    hits.truncate(limit);
-    Ok(hits
-        .into_iter()
-        .map(|(mut hit, text, _)| {
-            hit.snippet = fts::snippet(&text, terms, 200);
-            hit
-        })
-        .collect())
+    let hits = raw_rows(&tx, &rowids, &Filter::default())?;
+    bm25_rank(&tx, "messages_fts", terms, hits, limit)
 }
 
 /// Parses a time bound: RFC 3339, a date (`2026-06-01`, UTC midnight), or an age (`30m`,
