@@ -40,6 +40,10 @@ fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     // Batching (and padding) does not change a text's vector.
     let alone = m.embed(&texts[..1]).unwrap();
     assert!(dot(&alone[0], &v[3]) > 0.9999);
+    // Unloaded when idle, loaded again on use, same answer.
+    m.rest(Duration::ZERO);
+    let again = m.embed(&texts[..1]).unwrap();
+    assert!(dot(&alone[0], &again[0]) > 0.9999);
 
     // Long texts are cut into pieces the model reads whole, at most `max` of them.
     let long = "The deploy failed because the migration locked the table. ".repeat(200);

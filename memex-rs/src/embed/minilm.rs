@@ -20,7 +20,12 @@ const BATCH_TOKENS: usize = 4096;
 const MAX_BATCH: usize = 64;
 
 pub struct MiniLm {
-    model: BertModel,
+    /// The network, loaded on first use and dropped after a while unused ([`Embedder::rest`]):
+    /// its weights are 90 MB of memory that an idle service does not need.
+    model: std::sync::Mutex<Option<BertModel>>,
+    last_used: std::sync::Mutex<std::time::Instant>,
+    weights: std::path::PathBuf,
+    config: Config,
     tokenizer: Tokenizer,
     pool: rayon::ThreadPool,
     cls: u32,
@@ -38,13 +43,7 @@ impl MiniLm {
             &std::fs::read(&files.config).map_err(|e| EmbedError::Setup(e.to_string()))?,
         )
         .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.config.display())))?;
-        // SAFETY: the weights are memory-mapped read-only; Memex never writes that file, and
-        // `memex models install` replaces it by rename, never in place.
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(&[&files.weights], DType::F32, &Device::Cpu)
-        }
-        .map_err(model_err)?;
-        let model = BertModel::load(vb, &config).map_err(model_err)?;
+        let model = load_model(&files.weights, &config)?;
         let mut tokenizer = Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.tokenizer.display())))?;
         tokenizer.with_padding(None);
@@ -64,7 +63,10 @@ impl MiniLm {
             .build()
             .map_err(|e| EmbedError::Setup(e.to_string()))?;
         Ok(MiniLm {
-            model,
+            model: std::sync::Mutex::new(Some(model)),
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+            weights: files.weights.clone(),
+            config,
             tokenizer,
             pool,
             cls,
@@ -93,7 +95,16 @@ impl MiniLm {
             let ids = Tensor::from_vec(ids, (n, width), &dev)?;
             let mask = Tensor::from_vec(mask, (n, width), &dev)?;
             let types = ids.zeros_like()?;
-            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+            let mut slot = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(
+                    load_model(&self.weights, &self.config)
+                        .map_err(|e| candle_core::Error::Msg(e.to_string()))?,
+                );
+            }
+            *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+            let model = slot.as_ref().expect("loaded above");
+            let hidden = model.forward(&ids, &types, Some(&mask))?;
             // Mean over the real tokens, then unit length.
             let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
             let summed = hidden.broadcast_mul(&m)?.sum(1)?;
@@ -106,7 +117,31 @@ impl MiniLm {
     }
 }
 
+fn load_model(weights: &std::path::Path, config: &Config) -> Result<BertModel, EmbedError> {
+    // SAFETY: the weights are memory-mapped read-only; Memex never writes that file, and
+    // `memex models install` replaces it by rename, never in place.
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+        .map_err(model_err)?;
+    BertModel::load(vb, config).map_err(model_err)
+}
+
 impl Embedder for MiniLm {
+    fn rest(&self, after: std::time::Duration) {
+        let idle = self
+            .last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if idle >= after {
+            let mut slot = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.take().is_some() {
+                drop(slot);
+                crate::memory::release_free_memory();
+                tracing::debug!("embedding model unloaded after {} s unused", idle.as_secs());
+            }
+        }
+    }
+
     fn id(&self) -> &str {
         MODEL_NAME
     }

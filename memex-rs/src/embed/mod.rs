@@ -41,6 +41,9 @@ pub trait Embedder: Send + Sync {
     fn chunk(&self, text: &str, max: usize) -> Vec<String>;
     /// One vector per text, in order. Blocking.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Frees what the model holds in memory if it has not been used for `after`; the next
+    /// `embed` loads it again.
+    fn rest(&self, _after: std::time::Duration) {}
 }
 
 /// The embedder the settings ask for. `local` is the in-process model, or the hashing

@@ -178,6 +178,10 @@ fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Re
     rows.collect()
 }
 
+/// An embedding model unused for this long is unloaded (searches and new rows load it again,
+/// in well under a second).
+const MODEL_REST_AFTER: Duration = Duration::from_secs(120);
+
 /// Rows embedded between two rounds of table upkeep during a long run.
 const UPKEEP_ROWS: usize = 20_000;
 
@@ -407,12 +411,17 @@ impl Vectors {
                         tracing::warn!(error = %e, "vector table upkeep failed");
                     }
                     since_upkeep = 0;
+                    // The model's and LanceDB's working buffers are free again: hand them back.
+                    crate::memory::release_free_memory();
                 }
                 if handled == 0 {
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                         _ = shutdown.wait_for(|s| *s) => {}
                     }
+                    let embedder = self.embedder.clone();
+                    let _ =
+                        tokio::task::spawn_blocking(move || embedder.rest(MODEL_REST_AFTER)).await;
                 }
             }
         }
