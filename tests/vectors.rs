@@ -58,25 +58,27 @@ fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     assert!(m.chunk("   ", 3).is_empty());
 }
 
+/// Runs `memex args` with the model at `model`; panics with stderr on failure, else stdout.
+fn run_with_model(h: &Home, model: &str, args: &[&str]) -> String {
+    let out = h
+        .command(args)
+        .env("MEMEX_MODEL_DIR", model)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "memex {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A HOME with the fixtures, imported, with vectors built by the real model.
 fn indexed_home() -> (Home, String) {
     let h = Home::with_fixtures();
     let model = model_dir().display().to_string();
-    let run = |args: &[&str]| {
-        let out = h
-            .command(args)
-            .env("MEMEX_MODEL_DIR", &model)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "memex {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    run(&["import"]);
-    let out = run(&["reindex", "--vectors"]);
+    run_with_model(&h, &model, &["import"]);
+    let out = run_with_model(&h, &model, &["reindex", "--vectors"]);
     assert!(out.contains("with all-MiniLM-L6-v2"), "{out}");
     (h, model)
 }
@@ -84,30 +86,14 @@ fn indexed_home() -> (Home, String) {
 fn search_json(h: &Home, model: &str, args: &[&str]) -> Value {
     let mut all = vec!["search", "--json"];
     all.extend_from_slice(args);
-    let out = h
-        .command(&all)
-        .env("MEMEX_MODEL_DIR", model)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&run_with_model(h, model, &all)).unwrap()
 }
 
 #[test]
 fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
     let (h, model) = indexed_home();
-    let st = {
-        let out = h
-            .command(&["status", "--json"])
-            .env("MEMEX_MODEL_DIR", &model)
-            .output()
-            .unwrap();
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
+    let st: Value =
+        serde_json::from_str(&run_with_model(&h, &model, &["status", "--json"])).unwrap();
     let v = &st["vectors"];
     assert_eq!(v["state"], "on", "{v}");
     assert_eq!(v["model"], "all-MiniLM-L6-v2");
@@ -215,16 +201,7 @@ fn another_model_is_refused_until_the_vectors_are_rebuilt() {
     });
     drop(srv);
     // And `memex reindex --vectors` goes back to the model.
-    let out = h
-        .command(&["reindex", "--vectors"])
-        .env("MEMEX_MODEL_DIR", &model)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_with_model(&h, &model, &["reindex", "--vectors"]);
     let v = search_json(&h, &model, &["details"]);
     assert_eq!(v["mode"], "hybrid", "{v}");
 }
