@@ -133,6 +133,33 @@ fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
         "{both}"
     );
 
+    // A Codex fork's copied prefix is not indexed (as in full-text search): the answer is
+    // found once, in the session that wrote it.
+    let fork = search_json(
+        &h,
+        &model,
+        &[
+            "--mode",
+            "vector",
+            "--agent",
+            "codex",
+            "formatter cut the ISO string after the date",
+        ],
+    );
+    let sessions: Vec<&str> = fork["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["snippet"]
+                .as_str()
+                .unwrap()
+                .starts_with("The formatter cut the ISO string")
+        })
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions, ["019e9a10-2c4b-7d21-9f3e-6a1b2c3d4e5f"], "{fork}");
+
     // Filters apply to vector results too.
     let none = search_json(&h, &model, &["--mode", "vector", "--agent", "codex", q]);
     assert_eq!(none["results"].as_array().unwrap().len(), 0, "{none}");

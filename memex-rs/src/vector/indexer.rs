@@ -128,7 +128,8 @@ fn raw_kinds(mode: &str) -> &'static [&'static str] {
     }
 }
 
-/// Reads the rows `refs` of table `t` as they are now; rows gone or not wanted are left out.
+/// Reads the rows `refs` of table `t` as they are now; rows gone or not wanted are left out
+/// (as in full-text search: a fork's copied prefix and Codex's echoes are not indexed).
 fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Result<Vec<Source>> {
     let marks = vec!["?"; refs.len()].join(",");
     let sql = match t {
@@ -143,7 +144,8 @@ fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Re
                         m.prompt_number, m.role, m.ts,
                         COALESCE(m.text, memex_unzstd(m.text_z), m.tool_input, '')
                  FROM messages m JOIN sessions s ON s.id = m.session_pk
-                 WHERE m.id IN ({marks}) AND m.kind IN ({})",
+                 WHERE m.id IN ({marks}) AND m.kind IN ({})
+                   AND m.inherited = 0 AND m.duplicate = 0",
                 kinds.join(",")
             )
         }
