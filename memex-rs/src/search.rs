@@ -1,6 +1,7 @@
-//! Search over the archive. One function serves the CLI (and later HTTP and MCP).
+//! Search over the archive. One function serves the CLI, HTTP and MCP: per level, a full-text
+//! ranking and a vector ranking ([`Semantic`]), fused with Reciprocal Rank Fusion.
 //!
-//! Raw level (L0): FTS5 finds the matching messages, newest first (rowid order, which FTS5
+//! Full text, every level: FTS5 finds the matching rows, newest first (rowid order, which FTS5
 //! serves lazily, so this costs well under a millisecond even for common words at a million
 //! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25.
 //! FTS5's own `bm25()` is not used: before ranking a single row it counts every document that
