@@ -231,12 +231,20 @@ pub fn search(
         level => vec![level_tbl(level)],
     };
     let deep = depth(p.limit);
+    // The filter as a LanceDB predicate: the same for every level.
+    let filter = lance_filter(conn, &p.filter)?;
     let mut lists = Vec::new();
     for t in tbls {
         if p.mode == Mode::Hybrid && !terms.is_empty() {
             lists.push(fts_level(conn, p, &terms, t, deep)?);
         }
-        lists.push(vector_level(conn, vectors, rt, p, &query, t, deep)?);
+        let v = VectorLevel {
+            vectors,
+            rt,
+            filter: filter.as_deref(),
+            query: &query,
+        };
+        lists.push(v.search(conn, p, t, deep)?);
     }
     let mode = if p.mode == Mode::Vector {
         "vector"
@@ -363,44 +371,53 @@ fn lance_filter(conn: &Connection, f: &Filter) -> Result<Option<String>, SearchE
     Ok((!c.is_empty()).then(|| c.join(" AND ")))
 }
 
-fn vector_level(
-    conn: &Connection,
-    vectors: &Vectors,
-    rt: &tokio::runtime::Handle,
-    p: &SearchParams,
-    query: &[f32],
-    t: Tbl,
-    limit: usize,
-) -> Result<Vec<Hit>, SearchError> {
-    let filter = lance_filter(conn, &p.filter)?;
-    if filter.as_deref() == Some("false") {
-        return Ok(Vec::new());
+/// What the vector side of a search needs at each level.
+struct VectorLevel<'a> {
+    vectors: &'a Vectors,
+    rt: &'a tokio::runtime::Handle,
+    /// From [`lance_filter`].
+    filter: Option<&'a str>,
+    query: &'a [f32],
+}
+
+impl VectorLevel<'_> {
+    fn search(
+        &self,
+        conn: &Connection,
+        p: &SearchParams,
+        t: Tbl,
+        limit: usize,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let (vectors, rt, filter, query) = (self.vectors, self.rt, self.filter, self.query);
+        if filter == Some("false") {
+            return Ok(Vec::new());
+        }
+        let near: Vec<Near> = rt.block_on(vectors.store.nearest(t, query, limit, filter))?;
+        let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
+        // Back to SQLite: the current row (a stale vector finds nothing) that passes the filter.
+        let mut hits = match t {
+            Tbl::Raw => raw_rows(conn, &ids, &p.filter)?,
+            t => layer_rows(conn, &ids, &p.filter, layer(t))?,
+        };
+        for (hit, text) in &mut hits {
+            let d = near
+                .iter()
+                .find(|n| n.ref_id == hit.row)
+                .map_or(2.0, |n| n.distance);
+            hit.score = 1.0 - f64::from(d);
+            hit.matched = "vector";
+            // Found by meaning: the words of the query need not be there to highlight.
+            hit.snippet = fts::snippet(text, &[], 200);
+        }
+        let floor = vectors.settings.min_similarity;
+        let mut out: Vec<Hit> = hits
+            .into_iter()
+            .map(|(h, _)| h)
+            .filter(|h| h.score >= floor)
+            .collect();
+        out.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(out)
     }
-    let near: Vec<Near> = rt.block_on(vectors.store.nearest(t, query, limit, filter.as_deref()))?;
-    let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
-    // Back to SQLite: the current row (a stale vector finds nothing) that passes the filter.
-    let mut hits = match t {
-        Tbl::Raw => raw_rows(conn, &ids, &p.filter)?,
-        t => layer_rows(conn, &ids, &p.filter, layer(t))?,
-    };
-    for (hit, text) in &mut hits {
-        let d = near
-            .iter()
-            .find(|n| n.ref_id == hit.row)
-            .map_or(2.0, |n| n.distance);
-        hit.score = 1.0 - f64::from(d);
-        hit.matched = "vector";
-        // Found by meaning: the words of the query need not be there to highlight.
-        hit.snippet = fts::snippet(text, &[], 200);
-    }
-    let floor = vectors.settings.min_similarity;
-    let mut out: Vec<Hit> = hits
-        .into_iter()
-        .map(|(h, _)| h)
-        .filter(|h| h.score >= floor)
-        .collect();
-    out.sort_by(|a, b| b.score.total_cmp(&a.score));
-    Ok(out)
 }
 
 /// One compact layer's table, full-text index and columns (the indexer embeds the same text).

@@ -37,13 +37,13 @@ fn model_err(e: impl std::fmt::Display) -> EmbedError {
 }
 
 impl MiniLm {
-    /// Loads the checked files; `threads` = 0 means one per core.
+    /// Prepares the checked files (the tokenizer now, the network on first use: `memex status`
+    /// and full-text searches never pay for it); `threads` = 0 means one per core.
     pub fn load(files: &ModelFiles, threads: usize) -> Result<MiniLm, EmbedError> {
         let config: Config = serde_json::from_slice(
             &std::fs::read(&files.config).map_err(|e| EmbedError::Setup(e.to_string()))?,
         )
         .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.config.display())))?;
-        let model = load_model(&files.weights, &config)?;
         let mut tokenizer = Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.tokenizer.display())))?;
         tokenizer.with_padding(None);
@@ -63,7 +63,7 @@ impl MiniLm {
             .build()
             .map_err(|e| EmbedError::Setup(e.to_string()))?;
         Ok(MiniLm {
-            model: std::sync::Mutex::new(Some(model)),
+            model: std::sync::Mutex::new(None),
             last_used: std::sync::Mutex::new(std::time::Instant::now()),
             weights: files.weights.clone(),
             config,

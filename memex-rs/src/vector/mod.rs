@@ -361,16 +361,12 @@ impl VectorStore {
     }
 
     pub async fn has_ann(&self, t: Tbl) -> Result<bool, VectorError> {
-        self.has_index(t, "vector").await
-    }
-
-    async fn has_index(&self, t: Tbl, column: &str) -> Result<bool, VectorError> {
         Ok(match self.table(t).await? {
             Some(table) => table
                 .list_indices()
                 .await?
                 .iter()
-                .any(|i| i.columns.iter().any(|c| c == column)),
+                .any(|i| i.columns.iter().any(|c| c == "vector")),
             None => false,
         })
     }
@@ -388,9 +384,15 @@ impl VectorStore {
                 remap_options: None,
             })
             .await?;
+        let indexed: Vec<String> = table
+            .list_indices()
+            .await?
+            .into_iter()
+            .flat_map(|i| i.columns)
+            .collect();
         // Replacing a row's vectors deletes by `ref_id`: a B-tree keeps that a lookup instead
         // of a scan of the table.
-        if !self.has_index(t, "ref_id").await? {
+        if !indexed.iter().any(|c| c == "ref_id") {
             table
                 .create_index(
                     &["ref_id"],
@@ -402,7 +404,7 @@ impl VectorStore {
         table
             .optimize(OptimizeAction::Index(OptimizeOptions::default()))
             .await?;
-        if !self.has_ann(t).await? && table.count_rows(None).await? >= ann_min_rows {
+        if !indexed.iter().any(|c| c == "vector") && table.count_rows(None).await? >= ann_min_rows {
             tracing::info!(
                 table = t.name(),
                 "building the approximate (IVF-PQ) vector index"
