@@ -559,7 +559,7 @@ fn reindex_vectors(ctx: &Ctx) -> Result<()> {
     let pool = store::ReadPool::new(&data_dir);
     let res = rt.block_on(async {
         let Some(v) = crate::vector::open_vectors(s).await? else {
-            anyhow::bail!("vectors are off ([vector] provider = \"off\"): nothing to rebuild");
+            anyhow::bail!("{}: nothing to rebuild", crate::vector::OFF);
         };
         if let Some(w) = v.embedder.fallback_reason() {
             eprintln!("warning: {w}");

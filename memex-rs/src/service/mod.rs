@@ -338,9 +338,7 @@ async fn start_vectors(
     let v = match crate::vector::open_vectors(s).await {
         Ok(Some(v)) => v,
         Ok(None) => {
-            return Ok(ForSearch::off(
-                "vectors are off ([vector] provider = \"off\")",
-            ));
+            return Ok(ForSearch::off(crate::vector::OFF));
         }
         Err(e) => {
             tracing::warn!(error = %e, "semantic search is off");

@@ -455,6 +455,9 @@ fn walk_size(p: &Path) -> u64 {
         .sum()
 }
 
+/// Why there are no vectors when the settings say so.
+pub const OFF: &str = "vectors are off ([vector] provider = \"off\")";
+
 /// The vector layer as a reader sees it: usable, or why not.
 pub struct ForSearch {
     pub vectors: Option<Arc<indexer::Vectors>>,
@@ -524,7 +527,7 @@ pub async fn open_vectors(
 pub async fn for_search(s: &crate::config::Settings, conn: &Connection) -> ForSearch {
     let v = match open_vectors(s).await {
         Ok(Some(v)) => v,
-        Ok(None) => return ForSearch::off("vectors are off ([vector] provider = \"off\")"),
+        Ok(None) => return ForSearch::off(OFF),
         Err(e) => return ForSearch::off(e.to_string()),
     };
     match indexer::check(conn, v.embedder.as_ref(), v.store.dir()) {

@@ -552,6 +552,24 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Runs a search once to warm up, then `runs` times: its hit count and the latencies in ms.
+fn time_search(
+    conn: &rusqlite::Connection,
+    sem: &Semantic<'_>,
+    p: &SearchParams,
+    runs: usize,
+) -> (usize, Vec<f64>) {
+    let hits = search(conn, sem, p).unwrap().results.len();
+    let lat = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            search(conn, sem, p).unwrap();
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    (hits, lat)
+}
+
 fn bench_search(corpus: &Path, data: &Path, runs: usize) {
     let conn = store::connect(&store::db_path(data)).unwrap();
     let n: i64 = conn
@@ -568,13 +586,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
             mode: Mode::Fts,
         };
         let off = Semantic::Off("full-text benchmark".into());
-        let hits = search(&conn, &off, &p).unwrap().results.len(); // warm-up
-        let mut lat = Vec::new();
-        for _ in 0..runs {
-            let t = Instant::now();
-            search(&conn, &off, &p).unwrap();
-            lat.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
+        let (hits, lat) = time_search(&conn, &off, &p, runs);
         let mut rg = Vec::new();
         for _ in 0..3 {
             let t = Instant::now();

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memex::embed::{Embedder, minilm::MiniLm, model};
-use memex::search::{self, Level, Mode, SearchParams, Semantic};
+use memex::search::{Level, Mode, SearchParams, Semantic};
 use memex::store;
 
-use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence};
+use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence, time_search};
 
 fn model_files() -> model::ModelFiles {
     let v = memex::config::VectorSettings {
@@ -181,12 +181,7 @@ pub fn latency(data: &Path, runs: usize) {
                     level,
                     mode,
                 };
-                search::search(&conn, &sem, &p).unwrap();
-                for _ in 0..runs {
-                    let t = Instant::now();
-                    search::search(&conn, &sem, &p).unwrap();
-                    all.push(t.elapsed().as_secs_f64() * 1000.0);
-                }
+                all.extend(time_search(&conn, &sem, &p, runs).1);
             }
             println!(
                 "  level {lname:<4} {mname:<7} p50 {:>6.1} ms  p99 {:>6.1} ms",
