@@ -22,7 +22,63 @@ pub struct Settings {
     pub api: ApiSettings,
     pub compact: CompactSettings,
     pub vector: VectorSettings,
+    pub inject: InjectSettings,
 }
+
+/// Memory pushed into Claude Code's context by its hooks (`memex inject`). Read by the hook
+/// command on every call, so a change takes effect at the next prompt, without a restart.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct InjectSettings {
+    /// Off by default: what is injected is paid for in the agent's tokens.
+    pub enabled: bool,
+    /// `project`: only history of the prompt's project (its git root, or its folder); `all`.
+    pub project_scope: String,
+    /// Smart mode keeps items whose confidence (the estimated probability that the item is
+    /// relevant, calibrated per level) is at least this.
+    pub similarity_threshold: f64,
+    /// Smart mode: at most this many items.
+    pub max_results: usize,
+    /// Smart mode: at most this many tokens injected per prompt.
+    pub max_tokens: usize,
+    /// Full mode (SessionStart): at most this many session summaries.
+    pub full_max_sessions: usize,
+    /// Full mode: at most this many tokens.
+    pub full_max_tokens: usize,
+    /// Prompts shorter than this (characters) get nothing: "yes", "go on", "fix it".
+    pub min_prompt_chars: usize,
+    /// Skip headless runs (`claude -p`, the Agent SDK).
+    pub skip_headless: bool,
+    /// Projects (folders; their sub-folders too) that never get anything injected. A file
+    /// `.memex-no-inject` in a project folder or any folder above it does the same.
+    pub exclude_projects: Vec<String>,
+    /// Keep each smart prompt's text in the injection log (redacted like everything stored).
+    pub record_prompts: bool,
+    /// The hook's whole budget: reading its input, asking the service, answering.
+    pub timeout_ms: u64,
+}
+
+impl Default for InjectSettings {
+    fn default() -> Self {
+        InjectSettings {
+            enabled: false,
+            project_scope: "project".into(),
+            similarity_threshold: 0.5,
+            max_results: 5,
+            max_tokens: 1000,
+            full_max_sessions: 5,
+            full_max_tokens: 2000,
+            min_prompt_chars: 20,
+            skip_headless: true,
+            exclude_projects: Vec::new(),
+            record_prompts: false,
+            timeout_ms: 1000,
+        }
+    }
+}
+
+/// What `[inject] project_scope` accepts.
+pub const PROJECT_SCOPES: &[&str] = &["project", "all"];
 
 /// The vector layer: which embedder, what gets embedded, and how the index is kept.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -332,6 +388,7 @@ impl Default for Settings {
             api: ApiSettings::default(),
             compact: CompactSettings::default(),
             vector: VectorSettings::default(),
+            inject: InjectSettings::default(),
         }
     }
 }
@@ -419,7 +476,10 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
         .sources
         .keys()
         .map(|k| format!("sources.{k}"))
-        .chain(["compact.fallback".to_owned()])
+        .chain([
+            "compact.fallback".to_owned(),
+            "inject.exclude_projects".to_owned(),
+        ])
         .collect();
     let set = |b: config::ConfigBuilder<config::builder::DefaultState>, key: &str, val: &str| {
         if list_keys.iter().any(|k| k == key) {
@@ -491,6 +551,9 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
         {
             p.api_key = v.clone();
         }
+    }
+    for p in settings.inject.exclude_projects.iter_mut() {
+        *p = expand(p, inputs.home, inputs.env);
     }
     for roots in settings.sources.values_mut() {
         for r in roots.iter_mut() {
@@ -659,6 +722,50 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
                 "names the model to use".into(),
             );
         }
+    }
+    let i = &s.inject;
+    if !PROJECT_SCOPES.contains(&i.project_scope.as_str()) {
+        return bad(
+            "inject.project_scope",
+            format!(
+                "unknown value `{}`; accepted: {}",
+                i.project_scope,
+                PROJECT_SCOPES.join(", ")
+            ),
+        );
+    }
+    if !(0.0..=1.0).contains(&i.similarity_threshold) {
+        return bad(
+            "inject.similarity_threshold",
+            format!("accepts 0.0 to 1.0, got {}", i.similarity_threshold),
+        );
+    }
+    range("inject.max_results", i.max_results as u64, 1, 50)?;
+    range("inject.max_tokens", i.max_tokens as u64, 100, 20_000)?;
+    range(
+        "inject.full_max_sessions",
+        i.full_max_sessions as u64,
+        1,
+        50,
+    )?;
+    range(
+        "inject.full_max_tokens",
+        i.full_max_tokens as u64,
+        50,
+        20_000,
+    )?;
+    range(
+        "inject.min_prompt_chars",
+        i.min_prompt_chars as u64,
+        0,
+        10_000,
+    )?;
+    range("inject.timeout_ms", i.timeout_ms, 100, 10_000)?;
+    if let Some(p) = i.exclude_projects.iter().find(|p| !p.starts_with('/')) {
+        return bad(
+            "inject.exclude_projects",
+            format!("expects absolute folder paths, got `{p}`"),
+        );
     }
     if !(64 << 10..=256 << 20).contains(&s.import.batch_bytes) {
         return bad(

@@ -5,7 +5,16 @@ use clap::Parser;
 use memex::cli::{self, UserError};
 
 fn main() {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        // A hook command must never fail: Claude Code treats exit code 2 (clap's usage error)
+        // from UserPromptSubmit as "block this prompt".
+        Err(e) if e.use_stderr() && cli::is_hook_invocation(std::env::args()) => {
+            eprintln!("{e}");
+            std::process::exit(0);
+        }
+        Err(e) => e.exit(),
+    };
     if let Err(e) = cli::run(cli) {
         let (code, hint) = match e.downcast_ref::<UserError>() {
             Some(u) => (u.code, u.hint.clone()),

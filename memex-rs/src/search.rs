@@ -336,7 +336,7 @@ fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
 
 /// A LanceDB predicate for the filter: the sessions it allows (when it names any) and the
 /// time bounds. `None`: no condition; `Some("false")`: nothing can match.
-fn lance_filter(conn: &Connection, f: &Filter) -> Result<Option<String>, SearchError> {
+pub(crate) fn lance_filter(conn: &Connection, f: &Filter) -> Result<Option<String>, SearchError> {
     let mut c = Vec::new();
     if f.agent.is_some() || f.project.is_some() || f.session.is_some() {
         let mut args = Vec::new();
@@ -603,7 +603,7 @@ fn bm25_rank(
 }
 
 /// Layer rows by id, in the order given, that pass the filter.
-fn layer_rows(
+pub(crate) fn layer_rows(
     conn: &Connection,
     ids: &[i64],
     filter: &Filter,

@@ -86,6 +86,8 @@ pub struct WatchStatus {
     /// Files changed but not yet handed to the ingester.
     pub pending_files: AtomicU64,
     pub last_event_ms: AtomicI64,
+    /// Changes handed to the ingester (compare with the ingester's `changes_done`).
+    pub changes_sent: AtomicU64,
 }
 
 impl WatchStatus {
@@ -260,7 +262,10 @@ impl Actor {
         }
         let change = std::mem::take(&mut self.pending);
         match self.out.try_send(change) {
-            Ok(()) => self.status.pending_files.store(0, Ordering::Relaxed),
+            Ok(()) => {
+                self.status.pending_files.store(0, Ordering::Relaxed);
+                self.status.changes_sent.fetch_add(1, Ordering::Relaxed);
+            }
             // The ingester is behind: keep gathering, try again after the next debounce.
             Err(tokio::sync::mpsc::error::TrySendError::Full(change)) => {
                 self.pending = change;

@@ -38,6 +38,8 @@ pub struct ApiState {
     pub compactor: Option<Compactor>,
     /// The vector layer (or why there is none).
     pub vectors: Arc<crate::vector::ForSearch>,
+    /// The archive's writer (absent: injections are answered but not logged).
+    pub writer: Option<crate::store::Writer>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -104,6 +106,7 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/compact/session/{id}", post(compact_session))
         .route("/api/compact/regenerate", post(compact_regenerate))
         .route("/api/compact/status", get(compact_status))
+        .route("/api/inject", post(inject_handler))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -161,8 +164,9 @@ async fn method_not_allowed() -> ApiError {
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
-        message: "this method is not served here: the compact endpoints take POST, the rest GET"
-            .into(),
+        message:
+            "this method is not served here: /api/inject and the compact endpoints take POST, the rest GET"
+                .into(),
     }
 }
 
@@ -296,6 +300,10 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
     .await?;
     v["vectors"] =
         serde_json::to_value(st.vectors.status(backlog).await).map_err(ApiError::internal)?;
+    v["injections"] = serde_json::to_value(
+        read(&st, |c| crate::inject::stats(c).map_err(ApiError::internal)).await?,
+    )
+    .map_err(ApiError::internal)?;
     v["sessions_tracker"] = json!({
         "idle_minutes": st.settings.watch.idle_minutes,
         "active_sessions": s.tracker.active.load(Relaxed),
@@ -492,7 +500,21 @@ async fn compact_session(
     check_id(&id)?;
     let c = compactor(&st)?.clone();
     let s = read(&st, move |conn| find(conn, &id)).await?;
-    let queued = c.plan(vec![s.pk], true, "api").await;
+    // The Stop hook calls this right after the agent wrote its last message: let the watcher
+    // see that write and the ingester store it first (bounded), so the last talk is complete.
+    // In a task of its own, so a caller that hangs up early (a hook at the end of its budget)
+    // does not cancel it.
+    let (state, pk) = (st.state.clone(), s.pk);
+    let queued = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !state.ingest_settled() && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        c.plan(vec![pk], true, "api").await
+    })
+    .await
+    .map_err(ApiError::internal)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": s.session_id, "queued": queued})),
@@ -575,4 +597,68 @@ async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
         );
     }
     Ok(Json(v))
+}
+
+/// How long the embedding model stays loaded after a hook injection: prompts come minutes
+/// apart, and one must not wait for the model to load.
+const INJECT_KEEP_LOADED_MS: i64 = 30 * 60 * 1000;
+
+/// `POST /api/inject`: what a Claude Code hook injects (body: [`inject::Request`]). Every call
+/// is logged for the stats, after the answer.
+async fn inject_handler(
+    State(st): State<ApiState>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    use crate::inject;
+    let started = std::time::Instant::now();
+    Params::parse(q, &[])?;
+    let req: inject::Request = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_parameter(format!("the body is not an inject request: {e}")))?;
+    let opts = req
+        .validate(&st.settings.inject)
+        .map_err(ApiError::bad_parameter)?;
+    if let Some(v) = &st.vectors.vectors {
+        let until = chrono::Utc::now().timestamp_millis() + INJECT_KEEP_LOADED_MS;
+        v.keep_loaded_until
+            .fetch_max(until, std::sync::atomic::Ordering::Relaxed);
+        if req.mode == inject::Mode::Full {
+            // A session starts: its first prompt is near, so load the model now.
+            let embedder = v.embedder.clone();
+            tokio::task::spawn_blocking(move || {
+                let _ = embedder.embed(&["warm up".to_owned()]);
+            });
+        }
+    }
+    let ts = chrono::Utc::now().timestamp_millis();
+    let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
+    let (res, req) = read(&st, move |c| {
+        let res =
+            inject::answer(c, &vectors.semantic(&rt), &req, &opts).map_err(ApiError::internal)?;
+        Ok((res, (req, opts)))
+    })
+    .await?;
+    let (req, opts) = req;
+    let mut res = res;
+    res.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let body = serde_json::to_value(&res).map_err(ApiError::internal)?;
+    if let Some(w) = st.writer.clone() {
+        let record = inject::Record {
+            ts,
+            mode: req.mode,
+            project: (!opts.all_projects).then(|| inject::project_of(&req.cwd)),
+            session_id: req.session_id,
+            prompt: req.prompt.filter(|_| opts.record_prompt),
+            response: res,
+        };
+        let redact = st.settings.store.redact;
+        tokio::spawn(async move {
+            match w.run(move |c| inject::record(c, &record, redact)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot log an injection"),
+                Err(e) => tracing::warn!(error = %e, "cannot log an injection"),
+            }
+        });
+    }
+    Ok(Json(body))
 }

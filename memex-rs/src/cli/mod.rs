@@ -65,6 +65,32 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
+    /// Claude Code hook: the hook's JSON on stdin → memory for the agent's context on stdout
+    /// (SessionStart: --mode full, UserPromptSubmit: --mode smart). Prints nothing and exits 0
+    /// on any problem; --explain says why on stderr.
+    Inject {
+        /// full (recent session summaries of the project) or smart (history matching the prompt).
+        #[arg(long, value_parser = ["full", "smart"])]
+        mode: String,
+        /// Say on stderr what was done and why (for trying it by hand).
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Claude Code hook commands other than injection.
+    Hook {
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+    /// Install or remove Memex's hooks in Claude Code's settings.json.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
+    /// Archive, compaction, token and injection statistics.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
     /// What the archive holds.
     Status {
         #[arg(long)]
@@ -135,6 +161,41 @@ pub enum ModelsCommand {
         dir: Option<PathBuf>,
     },
     /// Where the model is looked for and whether it is usable.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HookCommand {
+    /// The Stop hook: compacts the session that just answered (its JSON on stdin), through the
+    /// running service. Prints nothing, exits 0.
+    Stop {
+        #[arg(long)]
+        explain: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct HooksArgs {
+    /// user: ~/.claude/settings.json; project: .claude/settings.json of this project (its git
+    /// root, else the current folder).
+    #[arg(long, default_value = "user", value_parser = ["user", "project"])]
+    pub scope: String,
+    /// Which hooks, comma-separated: full (SessionStart), smart (UserPromptSubmit), stop (Stop).
+    #[arg(long, value_name = "LIST")]
+    pub modes: Option<String>,
+    /// This settings file instead of the scope's.
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HooksCommand {
+    /// Add (or update) the hooks; keeps every other setting and a timestamped backup.
+    /// Default hooks: smart,stop.
+    Install(HooksArgs),
+    /// Remove Memex's hooks (default: all three), nothing else.
+    Uninstall(HooksArgs),
+    /// Which Memex hooks the settings files have, and whether injection is on.
     Status,
 }
 
@@ -240,6 +301,11 @@ pub fn load(cli: &Cli) -> Result<Ctx> {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
+    if matches!(cli.command, Command::Inject { .. } | Command::Hook { .. }) {
+        run_hook(&cli);
+        return Ok(());
+    }
+    let cli_globals = (cli.config.clone(), cli.data_dir.clone());
     let ctx = load(&cli)?;
     let serving = matches!(cli.command, Command::Serve(_));
     #[cfg(unix)]
@@ -262,6 +328,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mcp => mcp(&ctx),
         Command::Reindex { vectors: _ } => reindex_vectors(&ctx),
         Command::Models { command } => models(&ctx, command),
+        Command::Inject { .. } | Command::Hook { .. } => unreachable!("handled above"),
+        Command::Hooks { command } => hooks(&ctx, &cli_globals, command),
+        Command::Stats { json } => stats(&ctx, json),
         Command::Status { json } => status(&ctx, json),
         Command::Config { json } => show_config(&ctx, json),
     }
@@ -1327,4 +1396,308 @@ fn show_config(ctx: &Ctx, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `memex inject` and `memex hook stop`, run by Claude Code: whatever happens (a bad config, a
+/// stopped service, a panic) the exit code is 0 and stdout holds only what the agent should
+/// get. With `--explain`, stderr says what was done and why.
+pub fn run_hook(cli: &Cli) {
+    use crate::inject::{self, client};
+    let explain = match &cli.command {
+        Command::Inject { explain, .. } => *explain,
+        Command::Hook {
+            command: HookCommand::Stop { explain },
+        } => *explain,
+        _ => false,
+    };
+    if !explain {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let ctx = match load(cli) {
+            Ok(c) => c,
+            Err(e) => return client::Outcome::nothing(format!("configuration: {e}")),
+        };
+        let settings = &ctx.resolved.settings;
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return client::Outcome::nothing(
+                "no hook input: stdin is a terminal (pipe the hook's JSON in)",
+            );
+        }
+        match &cli.command {
+            Command::Inject { mode, .. } => {
+                let mode = mode.parse().unwrap_or(inject::Mode::Smart);
+                client::inject(settings, mode, stdin, client::headless(&ctx.env.vars))
+            }
+            _ => client::stop(settings, stdin),
+        }
+    }))
+    .unwrap_or_else(|_| client::Outcome::nothing("the hook command failed unexpectedly"));
+    if let Some(text) = &outcome.stdout {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+    if explain {
+        for line in &outcome.explain {
+            eprintln!("memex: {line}");
+        }
+        if outcome.stdout.is_none() {
+            eprintln!("memex: nothing printed");
+        }
+    }
+}
+
+/// The settings file a `hooks` command works on.
+fn hooks_settings_path(ctx: &Ctx, a: &HooksArgs) -> Result<PathBuf> {
+    if let Some(p) = &a.settings {
+        return Ok(p.clone());
+    }
+    if a.scope == "project" {
+        let cwd = std::env::current_dir().context("cannot read the current folder")?;
+        let root = store::ingest::git_root(&cwd.display().to_string()).map_or(cwd, PathBuf::from);
+        return Ok(root.join(".claude/settings.json"));
+    }
+    Ok(claude_config_dir(ctx).join("settings.json"))
+}
+
+/// Claude Code's user folder: `$CLAUDE_CONFIG_DIR` (its first entry), else `~/.claude`.
+fn claude_config_dir(ctx: &Ctx) -> PathBuf {
+    ctx.env
+        .vars
+        .get("CLAUDE_CONFIG_DIR")
+        .and_then(|v| v.split(',').map(str::trim).find(|s| !s.is_empty()))
+        .map_or_else(|| ctx.env.home.join(".claude"), PathBuf::from)
+}
+
+fn hook_kinds(modes: Option<&str>, default: &str) -> Result<Vec<crate::inject::hooks::Kind>> {
+    let mut kinds = Vec::new();
+    for m in modes
+        .unwrap_or(default)
+        .split(',')
+        .filter(|m| !m.trim().is_empty())
+    {
+        let k = crate::inject::hooks::Kind::parse(m)
+            .map_err(|e| user_error(e, "for example --modes full,smart,stop"))?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    if kinds.is_empty() {
+        return Err(user_error(
+            "no hooks named",
+            "for example --modes full,smart,stop",
+        ));
+    }
+    Ok(kinds)
+}
+
+fn hooks(ctx: &Ctx, globals: &(Option<PathBuf>, Option<PathBuf>), cmd: HooksCommand) -> Result<()> {
+    use crate::inject::hooks::{self, Change, shell_quote};
+    let hooks_error = |e: hooks::HooksError| -> anyhow::Error {
+        match e {
+            hooks::HooksError::Invalid { .. } => UserError {
+                message: e.to_string(),
+                hint: None,
+                code: 2,
+            }
+            .into(),
+            other => other.into(),
+        }
+    };
+    let s = &ctx.resolved.settings;
+    match cmd {
+        HooksCommand::Install(a) => {
+            let path = hooks_settings_path(ctx, &a)?;
+            let kinds = hook_kinds(a.modes.as_deref(), "smart,stop")?;
+            let exe = std::env::current_exe().context("cannot find the memex binary")?;
+            let exe = exe.canonicalize().unwrap_or(exe);
+            let mut prefix = shell_quote(&exe.display().to_string());
+            let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+            if let Some(c) = &globals.0 {
+                prefix.push_str(&format!(
+                    " --config {}",
+                    shell_quote(&absolute(c).display().to_string())
+                ));
+            }
+            if let Some(d) = &globals.1 {
+                prefix.push_str(&format!(
+                    " --data-dir {}",
+                    shell_quote(&absolute(d).display().to_string())
+                ));
+            }
+            let change = hooks::install(&path, &kinds, |k| format!("{prefix} {}", k.args()))
+                .map_err(hooks_error)?;
+            match change {
+                Change::Unchanged => println!("already installed in {}", path.display()),
+                Change::Written { backup } => {
+                    println!("installed in {}", path.display());
+                    for k in &kinds {
+                        println!("  {:<16} {prefix} {}", k.event(), k.args());
+                    }
+                    if let Some(b) = backup {
+                        println!("previous settings kept in {}", b.display());
+                    }
+                }
+            }
+            let injects = kinds.iter().any(|k| *k != hooks::Kind::Stop);
+            if injects && !s.inject.enabled {
+                println!(
+                    "injection is off: add `[inject]` `enabled = true` to {} (or set MEMEX_INJECT_ENABLED=true) to turn it on",
+                    ctx.resolved.file.display()
+                );
+            }
+            if store::lock::holder(&s.data_dir()).is_none() {
+                println!("the hooks ask the running service: start it with `memex serve`");
+            }
+            Ok(())
+        }
+        HooksCommand::Uninstall(a) => {
+            let path = hooks_settings_path(ctx, &a)?;
+            let kinds = hook_kinds(a.modes.as_deref(), "full,smart,stop")?;
+            match hooks::uninstall(&path, &kinds).map_err(hooks_error)? {
+                Change::Unchanged => println!("no Memex hooks in {}", path.display()),
+                Change::Written { backup } => {
+                    println!("removed Memex hooks from {}", path.display());
+                    if let Some(b) = backup {
+                        println!("previous settings kept in {}", b.display());
+                    }
+                }
+            }
+            Ok(())
+        }
+        HooksCommand::Status => {
+            let mut files = vec![claude_config_dir(ctx).join("settings.json")];
+            if let Ok(cwd) = std::env::current_dir() {
+                let root =
+                    store::ingest::git_root(&cwd.display().to_string()).map_or(cwd, PathBuf::from);
+                files.push(root.join(".claude/settings.json"));
+                files.push(root.join(".claude/settings.local.json"));
+            }
+            for f in files {
+                match hooks::installed(&f) {
+                    Ok(list) if list.is_empty() => println!("{}: no Memex hooks", f.display()),
+                    Ok(list) => {
+                        println!("{}:", f.display());
+                        for (event, cmd) in list {
+                            println!("  {event:<16} {cmd}");
+                        }
+                    }
+                    Err(e) => println!("{}: {e}", f.display()),
+                }
+            }
+            let i = &s.inject;
+            println!(
+                "injection {} ([inject] enabled in {}); threshold {}, at most {} items / {} tokens per prompt, {} sessions / {} tokens at start",
+                if i.enabled { "on" } else { "off" },
+                ctx.resolved.file.display(),
+                i.similarity_threshold,
+                i.max_results,
+                i.max_tokens,
+                i.full_max_sessions,
+                i.full_max_tokens
+            );
+            Ok(())
+        }
+    }
+}
+
+fn stats(ctx: &Ctx, json: bool) -> Result<()> {
+    let conn = reader(ctx)?;
+    let archive = read::status(&conn)?;
+    let compact = crate::compact::queue::status(&conn)?;
+    let inj = crate::inject::stats(&conn)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = json!({"archive": archive, "compact": compact, "injections": inj});
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "archive     {} sessions, {} messages, {} prompts",
+        archive.sessions, archive.messages, archive.prompts
+    )?;
+    for a in &archive.agents {
+        writeln!(
+            out,
+            "  {:<9} {} sessions, {} messages, {} prompts",
+            a.agent, a.sessions, a.messages, a.prompts
+        )?;
+    }
+    let c = &compact.coverage;
+    writeln!(
+        out,
+        "compaction  L1 {}%  L2 {}%  L3 {}% of prompts / sessions",
+        c["l1_percent"], c["l2_percent"], c["l3_percent"]
+    )?;
+    let t = &compact.tokens_saved;
+    writeln!(
+        out,
+        "tokens      summaries hold {} tokens for {} raw ({}x smaller)",
+        t["summary_tokens"], t["raw_tokens_covered"], t["ratio"]
+    )?;
+    let mut spent: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for d in &compact.tokens_per_provider_day {
+        let e = spent
+            .entry(d["provider"].as_str().unwrap_or("").to_owned())
+            .or_default();
+        e.0 += d["tokens_input"].as_i64().unwrap_or(0);
+        e.1 += d["tokens_output"].as_i64().unwrap_or(0);
+    }
+    for (p, (i, o)) in &spent {
+        writeln!(out, "  spent     {p}: {i} in / {o} out")?;
+    }
+    let rate = |r: Option<f64>| r.map_or("-".into(), |r| format!("{:.0}%", r * 100.0));
+    writeln!(
+        out,
+        "injections  {} in all, {} tokens",
+        inj.total, inj.tokens_total
+    )?;
+    writeln!(
+        out,
+        "  smart     {} prompts, {} with items (hit rate {}), {} skipped, {} tokens",
+        inj.smart.calls,
+        inj.smart.with_items,
+        rate(inj.smart.hit_rate),
+        inj.smart.skipped,
+        inj.smart.tokens
+    )?;
+    writeln!(
+        out,
+        "  full      {} session starts, {} with items, {} tokens",
+        inj.full.calls, inj.full.with_items, inj.full.tokens
+    )?;
+    if let (Some(p50), Some(p95)) = (inj.latency_ms.p50, inj.latency_ms.p95) {
+        writeln!(
+            out,
+            "  latency   p50 {p50:.1} ms, p95 {p95:.1} ms in the service ({} calls)",
+            inj.latency_ms.samples
+        )?;
+    }
+    for d in &inj.per_day {
+        writeln!(
+            out,
+            "  {}  {} injections, {} with items, {} tokens",
+            d.day, d.injections, d.with_items, d.tokens
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether the command line runs a hook command (`inject`, `hook`), global options skipped.
+pub fn is_hook_invocation(args: impl IntoIterator<Item = String>) -> bool {
+    let mut it = args.into_iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--config" || a == "--data-dir" {
+            it.next();
+        } else if a.starts_with('-') {
+            continue;
+        } else {
+            return a == "inject" || a == "hook";
+        }
+    }
+    false
 }

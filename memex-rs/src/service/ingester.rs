@@ -51,13 +51,19 @@ impl Ingester {
         self.state.set_phase("watching");
         while let Some(mut change) = changes.blocking_recv() {
             // Everything queued meanwhile is one ingest.
+            let mut n = 1;
             while let Ok(more) = changes.try_recv() {
                 change.merge(more);
+                n += 1;
             }
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
             self.ingest(change, "change");
+            self.state
+                .ingest
+                .changes_done
+                .fetch_add(n, Ordering::Relaxed);
         }
     }
 

@@ -64,6 +64,14 @@ impl Default for State {
 }
 
 impl State {
+    /// Whether every file change seen so far has been ingested.
+    pub fn ingest_settled(&self) -> bool {
+        let w = &self.watch;
+        w.pending_files.load(Ordering::Relaxed) == 0
+            && self.ingest.changes_done.load(Ordering::Relaxed)
+                >= w.changes_sent.load(Ordering::Relaxed)
+    }
+
     pub fn phase(&self) -> &'static str {
         *self.phase.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -84,6 +92,8 @@ pub struct IngestStats {
     pub errors: AtomicU64,
     pub files_gone: AtomicU64,
     pub last_ingest_ms: AtomicI64,
+    /// Changes from the watcher ingested (see `WatchStatus::changes_sent`).
+    pub changes_done: AtomicU64,
     /// Milliseconds from the first file event of a change to its messages being committed,
     /// for the most recent changes.
     lags: Mutex<std::collections::VecDeque<u64>>,
@@ -276,6 +286,7 @@ pub async fn run(
         readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
         compactor: Some(compactor.clone()),
         vectors: vectors.clone(),
+        writer: Some(writer.clone()),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {

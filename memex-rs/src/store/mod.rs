@@ -36,6 +36,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_vector",
         include_str!("../../../migrations/0004_vector.sql"),
     ),
+    (
+        "0005_inject",
+        include_str!("../../../migrations/0005_inject.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

@@ -27,6 +27,9 @@ pub struct Vectors {
     /// Set at shutdown: an embedding run in progress stops between two model passes (its
     /// batch stays in the outbox).
     pub stop: std::sync::atomic::AtomicBool,
+    /// Epoch ms until which the model stays loaded however long it is unused: set by hook
+    /// injections, whose prompts must not wait for the model to load.
+    pub keep_loaded_until: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Default)]
@@ -421,9 +424,13 @@ impl Vectors {
                         _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                         _ = shutdown.wait_for(|s| *s) => {}
                     }
-                    let embedder = self.embedder.clone();
-                    let _ =
-                        tokio::task::spawn_blocking(move || embedder.rest(MODEL_REST_AFTER)).await;
+                    let now = chrono::Utc::now().timestamp_millis();
+                    if now >= self.keep_loaded_until.load(Ordering::Relaxed) {
+                        let embedder = self.embedder.clone();
+                        let _ =
+                            tokio::task::spawn_blocking(move || embedder.rest(MODEL_REST_AFTER))
+                                .await;
+                    }
                 }
             }
         }

@@ -519,6 +519,7 @@ pub async fn open_vectors(
         settings: s.vector.clone(),
         stats: Default::default(),
         stop: Default::default(),
+        keep_loaded_until: Default::default(),
     }))
 }
 

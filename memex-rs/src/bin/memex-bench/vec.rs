@@ -151,6 +151,7 @@ pub fn latency(data: &Path, runs: usize) {
         settings: Default::default(),
         stats: Default::default(),
         stop: Default::default(),
+        keep_loaded_until: Default::default(),
     };
     let conn = store::connect(&store::db_path(data)).unwrap();
     let n: i64 = conn

@@ -1,0 +1,272 @@
+//! The hook commands Claude Code runs: `memex inject --mode full|smart` and `memex hook stop`.
+//!
+//! They never slow the agent down or get in its way: the whole run (reading stdin, asking the
+//! service, answering) has `[inject] timeout_ms` (1 s by default); on any error, timeout or
+//! missing service they print nothing and exit 0. What went wrong is only said with `--explain`
+//! (on stderr), for a person trying the command by hand.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{HookInput, Mode, Request, skip_reason};
+use crate::config::Settings;
+
+/// Largest hook input read from stdin (prompts with pasted logs are big, not this big).
+const MAX_INPUT: u64 = 1 << 20;
+
+/// What a hook run produced: the stdout for Claude Code (if any) and why, for `--explain`.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub stdout: Option<String>,
+    pub explain: Vec<String>,
+}
+
+impl Outcome {
+    /// Nothing to print, for this reason.
+    pub fn nothing(why: impl Into<String>) -> Outcome {
+        Outcome::default().note(why)
+    }
+
+    fn note(mut self, why: impl Into<String>) -> Outcome {
+        self.explain.push(why.into());
+        self
+    }
+}
+
+/// The deadline of one hook run.
+struct Budget {
+    until: Instant,
+}
+
+impl Budget {
+    fn left(&self) -> Option<Duration> {
+        self.until
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+    }
+}
+
+/// Reads the hook input from `stdin` within the budget, on a thread that is abandoned if the
+/// writer never closes the pipe.
+fn read_input(stdin: impl Read + Send + 'static, budget: &Budget) -> Result<Vec<u8>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("hook-stdin".into())
+        .spawn(move || {
+            let mut buf = Vec::new();
+            let res = stdin.take(MAX_INPUT + 1).read_to_end(&mut buf).map(|_| buf);
+            let _ = tx.send(res);
+        })
+        .map_err(|e| format!("cannot start reading stdin: {e}"))?;
+    let left = budget.left().ok_or("out of time before reading stdin")?;
+    match rx.recv_timeout(left) {
+        Ok(Ok(buf)) if buf.len() as u64 > MAX_INPUT => {
+            Err(format!("the hook input is larger than {MAX_INPUT} bytes"))
+        }
+        Ok(Ok(buf)) => Ok(buf),
+        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
+        Err(_) => Err("stdin was not closed within the budget".into()),
+    }
+}
+
+/// The service's address for a client: an unspecified bind address (0.0.0.0) is reached on
+/// loopback.
+fn service_addr(settings: &Settings) -> String {
+    match settings.api.bind.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            let ip = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
+            format!("{ip}:{}", a.port())
+        }
+        Ok(a) => a.to_string(),
+        Err(_) => settings.api.bind.clone(),
+    }
+}
+
+fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Result<Value, String> {
+    let left = budget
+        .left()
+        .ok_or("out of time before asking the service")?;
+    let client = reqwest::blocking::Client::builder()
+        .timeout(left)
+        .connect_timeout(left.min(Duration::from_millis(300)))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let addr = service_addr(settings);
+    let mut req = client.post(format!("http://{addr}{path}")).json(body);
+    if !settings.api.token.is_empty() {
+        req = req.bearer_auth(&settings.api.token);
+    }
+    let res = req
+        .send()
+        .map_err(|e| format!("the service at {addr} did not answer: {e}"))?;
+    let status = res.status();
+    let v: Value = res
+        .json()
+        .map_err(|e| format!("the service's answer is not JSON: {e}"))?;
+    if !status.is_success() {
+        return Err(format!(
+            "the service answered {status}: {}",
+            v["error"]["message"].as_str().unwrap_or("")
+        ));
+    }
+    Ok(v)
+}
+
+/// Whether this run is headless: `claude -p` and the Agent SDKs set `CLAUDE_CODE_ENTRYPOINT`
+/// to `sdk-cli`, `sdk-ts`, `sdk-py`.
+pub fn headless(env: &std::collections::BTreeMap<String, String>) -> bool {
+    env.get("CLAUDE_CODE_ENTRYPOINT")
+        .is_some_and(|e| e.starts_with("sdk"))
+}
+
+/// `memex inject --mode full|smart`: hook JSON on `stdin` → what Claude Code adds to the
+/// context. `headless`: see [`headless`].
+pub fn inject(
+    settings: &Settings,
+    mode: Mode,
+    stdin: impl Read + Send + 'static,
+    headless: bool,
+) -> Outcome {
+    let started = Instant::now();
+    let s = &settings.inject;
+    let out = Outcome::default();
+    if !s.enabled {
+        return out.note("injection is off: set [inject] enabled = true (see `memex config`)");
+    }
+    let budget = Budget {
+        until: started + Duration::from_millis(s.timeout_ms),
+    };
+    let input = match read_input(stdin, &budget).and_then(|b| HookInput::parse(&b)) {
+        Ok(i) => i,
+        Err(e) => return out.note(e),
+    };
+    if let Some(why) = skip_reason(mode, &input, s, headless) {
+        return out.note(format!("skipped: {why}"));
+    }
+    let cwd = match input.cwd.clone().or_else(|| {
+        std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string())
+    }) {
+        Some(c) => c,
+        None => return out.note("no `cwd` in the hook input and no current folder"),
+    };
+    let req = Request {
+        mode,
+        session_id: input.session_id.clone(),
+        cwd,
+        prompt: input
+            .prompt
+            .clone()
+            .map(|p| truncate(p, super::MAX_PROMPT_BYTES)),
+        hook_event_name: input.hook_event_name.clone(),
+        agent_id: input.agent_id.clone(),
+        project_scope: Some(s.project_scope.clone()),
+        threshold: Some(s.similarity_threshold),
+        max_results: Some(match mode {
+            Mode::Smart => s.max_results,
+            Mode::Full => s.full_max_sessions,
+        }),
+        max_tokens: Some(match mode {
+            Mode::Smart => s.max_tokens,
+            Mode::Full => s.full_max_tokens,
+        }),
+        min_prompt_chars: Some(s.min_prompt_chars),
+        record_prompt: Some(s.record_prompts),
+    };
+    let body = match serde_json::to_value(&req) {
+        Ok(b) => b,
+        Err(e) => return out.note(format!("cannot encode the request: {e}")),
+    };
+    let v = match post(settings, "/api/inject", &body, &budget) {
+        Ok(v) => v,
+        Err(e) => return out.note(e),
+    };
+    let mut out = out;
+    if let Some(why) = v["skipped"].as_str() {
+        out = out.note(format!("the service skipped it: {why}"));
+    }
+    for i in v["items"].as_array().into_iter().flatten() {
+        out = out.note(format!(
+            "item: {} {} prompt {} confidence {}",
+            i["level"].as_str().unwrap_or(""),
+            i["session_id"].as_str().unwrap_or(""),
+            i["prompt_number"],
+            i["confidence"]
+        ));
+    }
+    if let Some(b) = v["best_confidence"].as_f64() {
+        out = out.note(format!(
+            "best confidence {b:.3} (threshold {})",
+            s.similarity_threshold
+        ));
+    }
+    let context = v["context"].as_str().unwrap_or("");
+    out = out.note(format!(
+        "{} items, {} tokens, {:.1} ms in the service, {:.1} ms in all",
+        v["items"].as_array().map_or(0, Vec::len),
+        v["tokens"],
+        v["latency_ms"].as_f64().unwrap_or(0.0),
+        started.elapsed().as_secs_f64() * 1000.0
+    ));
+    if context.is_empty() {
+        return out;
+    }
+    out.stdout = Some(match input.hook_event_name.as_deref() {
+        Some(event @ ("SessionStart" | "UserPromptSubmit")) => json!({
+            "hookSpecificOutput": {"hookEventName": event, "additionalContext": context}
+        })
+        .to_string(),
+        // Run by hand, or by an event without additionalContext: plain text.
+        _ => context.to_owned(),
+    });
+    out
+}
+
+/// The start of `s` within `max` bytes, at a character boundary.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// `memex hook stop`: the Stop hook's JSON on `stdin` → the service compacts that session
+/// (`POST /api/compact/session/{id}`). Prints nothing.
+pub fn stop(settings: &Settings, stdin: impl Read + Send + 'static) -> Outcome {
+    let budget = Budget {
+        until: Instant::now() + Duration::from_millis(settings.inject.timeout_ms),
+    };
+    let out = Outcome::default();
+    let input = match read_input(stdin, &budget).and_then(|b| HookInput::parse(&b)) {
+        Ok(i) => i,
+        Err(e) => return out.note(e),
+    };
+    if input.agent_id.is_some() {
+        return out.note("skipped: a sub-agent");
+    }
+    let Some(id) = input.session_id.filter(|id| {
+        !id.is_empty()
+            && id.len() <= 256
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    }) else {
+        return out.note("no usable `session_id` in the hook input");
+    };
+    match post(
+        settings,
+        &format!("/api/compact/session/{id}"),
+        &json!({}),
+        &budget,
+    ) {
+        Ok(v) => out.note(format!("queued {} compact jobs", v["queued"])),
+        Err(e) => out.note(e),
+    }
+}
