@@ -17,27 +17,41 @@ use memex::store;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
-struct Topics {
-    topics: Vec<Topic>,
-    no_answer: Vec<String>,
+pub struct Topics {
+    pub topics: Vec<Topic>,
+    pub no_answer: Vec<String>,
+    /// Prompts about topics absent from the corpus (negative controls of `inject`).
+    #[serde(default)]
+    pub negative_prompts: Vec<String>,
 }
 
 #[derive(Deserialize)]
-struct Topic {
-    id: String,
-    project: String,
-    prompt: String,
-    answer: String,
-    file: String,
-    edit: String,
-    done: String,
-    questions: Vec<Question>,
+pub struct Topic {
+    pub id: String,
+    pub project: String,
+    pub prompt: String,
+    pub answer: String,
+    pub file: String,
+    pub edit: String,
+    pub done: String,
+    pub questions: Vec<Question>,
 }
 
 #[derive(Deserialize)]
-struct Question {
-    q: String,
-    kind: String,
+pub struct Question {
+    pub q: String,
+    pub kind: String,
+}
+
+/// The eval corpus, imported, compacted and embedded.
+pub struct Prepared {
+    pub topics: Topics,
+    /// The session id of each topic, in order.
+    pub ids: Vec<String>,
+    pub corpus: PathBuf,
+    pub data: PathBuf,
+    pub runtime: tokio::runtime::Runtime,
+    pub vectors: Arc<memex::vector::indexer::Vectors>,
 }
 
 const STOP: &[&str] = &[
@@ -71,9 +85,8 @@ fn session_id(i: usize) -> String {
     format!("e7a10000-0000-4000-8000-{:012x}", i + 1)
 }
 
-/// Writes one Claude Code session per topic under `root`; returns the session ids.
-fn write_topics(topics: &Topics, root: &Path) -> Vec<String> {
-    let mut ids = Vec::new();
+/// Writes one Claude Code session per topic under `root` (session ids: [`session_id`]).
+fn write_topics(topics: &Topics, root: &Path) {
     for (i, t) in topics.topics.iter().enumerate() {
         let sid = session_id(i);
         let dir = root.join(t.project.replace('/', "-"));
@@ -117,9 +130,7 @@ fn write_topics(topics: &Topics, root: &Path) -> Vec<String> {
             writeln!(f, "{l}").unwrap();
             parent = Some(format!("{sid}-{n}"));
         }
-        ids.push(sid);
     }
-    ids
 }
 
 #[derive(Default, Clone, Copy)]
@@ -193,47 +204,68 @@ fn grep_rank(files: &[(PathBuf, String, String)], q: &str) -> Vec<String> {
     out
 }
 
-pub fn run(work: &Path, distractors: usize) {
+/// Builds the corpus in `work` (removed first, unless `reuse` finds an archive there) and
+/// imports, compacts and embeds it.
+pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -> Prepared {
     let topics: Topics = serde_json::from_str(include_str!("eval-topics.json")).unwrap();
     let corpus = work.join("corpus");
     let data = work.join("data");
-    let _ = std::fs::remove_dir_all(work);
-    let claude = corpus.join("claude");
-    let ids = write_topics(&topics, &claude);
-    let fixtures = std::env::var_os("MEMEX_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    crate::copy_tree(&fixtures.join("claude/projects"), &claude);
-    if distractors > 0 {
-        crate::generate(&corpus.join("generated"), distractors);
-    }
-
-    // Paraphrases must share no content word with their session.
-    for (t, sid) in topics.topics.iter().zip(&ids) {
-        let text = format!(
-            "{} {} {} {} {} {}",
-            t.project, t.prompt, t.answer, t.file, t.edit, t.done
+    let ids: Vec<String> = (0..topics.topics.len()).map(session_id).collect();
+    // `reuse`: an archive built by an earlier run stays (and only embedding resumes).
+    let reused = reuse && store::db_path(&data).exists();
+    if !reused {
+        let _ = std::fs::remove_dir_all(work);
+        let claude = corpus.join("claude");
+        write_topics(&topics, &claude);
+        let fixtures = std::env::var_os("MEMEX_FIXTURES").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+            PathBuf::from,
         );
-        let tw = words(&text);
-        for q in t.questions.iter().filter(|q| q.kind == "paraphrase") {
-            let shared: Vec<_> = words(&q.q).intersection(&tw).cloned().collect();
-            assert!(
-                shared.is_empty(),
-                "paraphrase of {} ({sid}) shares {shared:?}: {}",
-                t.id,
-                q.q
+        crate::copy_tree(&fixtures.join("claude/projects"), &claude);
+        if all_agents {
+            crate::copy_tree(
+                &fixtures.join("codex/handwritten/sessions"),
+                &corpus.join("codex"),
+            );
+            crate::copy_tree(
+                &fixtures.join("gemini/handwritten/gemini-home"),
+                &corpus.join("gemini-home"),
             );
         }
-    }
+        if distractors > 0 {
+            crate::generate(&corpus.join("generated"), distractors);
+        }
 
-    // Import, compact, embed.
-    let mut roots = vec![("claude".to_owned(), claude.clone())];
-    if distractors > 0 {
-        roots.extend(crate::roots(&corpus.join("generated")));
+        // Paraphrases must share no content word with their session.
+        for (t, sid) in topics.topics.iter().zip(&ids) {
+            let text = format!(
+                "{} {} {} {} {} {}",
+                t.project, t.prompt, t.answer, t.file, t.edit, t.done
+            );
+            let tw = words(&text);
+            for q in t.questions.iter().filter(|q| q.kind == "paraphrase") {
+                let shared: Vec<_> = words(&q.q).intersection(&tw).cloned().collect();
+                assert!(
+                    shared.is_empty(),
+                    "paraphrase of {} ({sid}) shares {shared:?}: {}",
+                    t.id,
+                    q.q
+                );
+            }
+        }
+
+        // Import, compact, embed.
+        let mut roots = vec![("claude".to_owned(), claude.clone())];
+        if all_agents {
+            roots.push(("codex".to_owned(), corpus.join("codex")));
+            roots.push(("gemini".to_owned(), corpus.join("gemini-home/tmp")));
+        }
+        if distractors > 0 {
+            roots.extend(crate::roots(&corpus.join("generated")));
+        }
+        crate::import_roots(&roots, &data);
+        crate::bench_compact(&data, 2);
     }
-    crate::import_roots(&roots, &data);
-    crate::bench_compact(&data, 2);
     let mut settings = memex::config::Settings::default();
     settings.data.dir = data.display().to_string();
     if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
@@ -270,6 +302,25 @@ pub fn run(work: &Path, distractors: usize) {
             .map(|w| format!(" WARNING {w}"))
             .unwrap_or_default()
     );
+    Prepared {
+        topics,
+        ids,
+        corpus,
+        data,
+        runtime,
+        vectors,
+    }
+}
+
+pub fn run(work: &Path, distractors: usize) {
+    let Prepared {
+        topics,
+        ids,
+        corpus,
+        data,
+        runtime,
+        vectors,
+    } = prepare(work, distractors, false, false);
 
     // Transcript files for grep, with the session each belongs to.
     let conn = store::connect(&store::db_path(&data)).unwrap();

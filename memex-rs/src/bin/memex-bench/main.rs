@@ -612,6 +612,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
 }
 
 mod eval;
+mod inject;
 mod live;
 mod vec;
 
@@ -737,6 +738,13 @@ fn main() {
             &path("--work"),
             arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
         ),
+        Some("inject") => inject::run(
+            &path("--work"),
+            arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
+            arg("--memex").map(PathBuf::from),
+            arg("--runs").map_or(200, |n| n.parse().expect("--runs N")),
+            args.iter().any(|a| a == "--reuse"),
+        ),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
             corpus: path("--corpus"),
@@ -748,7 +756,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }
