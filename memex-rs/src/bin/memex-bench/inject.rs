@@ -9,7 +9,7 @@
 //! - negative controls, prompts about topics absent from the corpus: nothing is relevant.
 //!
 //! 1. Calibration: every candidate (top 20 per level and prompt) labelled relevant or not;
-//!    one logistic curve per level is fitted on its similarity (print them with `--fit`), and
+//!    one logistic curve per level is fitted on its similarity (printed, for `calibration.rs`), and
 //!    the curves in use are checked in a reliability table.
 //! 2. Thresholds: the product's own path (`inject::answer`) at each threshold, across all
 //!    projects (the hard case) and within the prompt's project: how often relevant history was
