@@ -1545,7 +1545,7 @@ fn hooks(ctx: &Ctx, globals: &(Option<PathBuf>, Option<PathBuf>), cmd: HooksComm
             let injects = kinds.iter().any(|k| *k != hooks::Kind::Stop);
             if injects && !s.inject.enabled {
                 println!(
-                    "injection is off: add `[inject]` `enabled = true` to {} (or set MEMEX_INJECT_ENABLED=true) to turn it on",
+                    "injection is off: put `enabled = true` under `[inject]` in {} (or set MEMEX_INJECT_ENABLED=true) to turn it on",
                     ctx.resolved.file.display()
                 );
             }

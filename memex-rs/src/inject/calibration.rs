@@ -4,9 +4,9 @@
 //! tool call and a paragraph-long session summary sit at different distances from the same
 //! prompt even when both are what the user needs. So each level gets its own logistic curve
 //! (Platt scaling), `confidence = 1 / (1 + exp(-(a * similarity + b)))`, fitted by
-//! `memex-bench inject` (which prints them) on labelled prompt/item pairs: prompts replayed from the eval
-//! topics and the fixture transcripts, where an item is relevant when it belongs to the session
-//! the prompt is about. Once fitted, a confidence of 0.7 means that about 70 % of the items
+//! `memex-bench inject` (which prints them) on labelled prompt/item pairs: prompts replayed from
+//! the eval topics and the fixture transcripts, where an item is relevant when it belongs to
+//! the session the prompt is about. Once fitted, a confidence of 0.7 means that about 70 % of the items
 //! scored near 0.7 were relevant, at every level, so one threshold serves all three.
 //!
 //! The curves belong to a model: for an embedding model without fitted curves (a remote
