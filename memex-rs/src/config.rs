@@ -63,7 +63,7 @@ impl Default for InjectSettings {
         InjectSettings {
             enabled: false,
             project_scope: "project".into(),
-            similarity_threshold: 0.5,
+            similarity_threshold: 0.55,
             max_results: 5,
             max_tokens: 1000,
             full_max_sessions: 5,

@@ -631,7 +631,7 @@ pub(crate) fn layer_rows(
 }
 
 /// Messages by id, in the order given, that pass the filter, with their text.
-fn raw_rows(
+pub(crate) fn raw_rows(
     conn: &Connection,
     ids: &[i64],
     filter: &Filter,

@@ -2,7 +2,8 @@
 //!
 //! A cosine similarity means different things at different levels: a one-line observation of a
 //! tool call and a paragraph-long session summary sit at different distances from the same
-//! prompt even when both are what the user needs. So each level gets its own logistic curve
+//! prompt even when both are what the user needs (and a raw prompt or answer, which stands for
+//! its talk, differs again). So each level gets its own logistic curve
 //! (Platt scaling), `confidence = 1 / (1 + exp(-(a * similarity + b)))`, fitted by
 //! `memex-bench inject` (which prints them) on labelled prompt/item pairs: prompts replayed from
 //! the eval topics and the fixture transcripts, where an item is relevant when it belongs to
@@ -15,10 +16,10 @@
 
 use crate::vector::Tbl;
 
-/// Fitted curves per model: (a, b) for observations, talks, sessions.
-const FITTED: &[(&str, [(f64, f64); 3])] = &[(
+/// Fitted curves per model: (a, b) for observations, talks, sessions, raw messages.
+const FITTED: &[(&str, [(f64, f64); 4])] = &[(
     crate::embed::model::MODEL_NAME,
-    [(9.86, -6.32), (9.30, -6.38), (12.87, -6.79)],
+    [(9.86, -6.32), (9.30, -6.38), (12.87, -6.79), (6.86, -4.98)],
 )];
 
 /// Whether `model` has fitted curves.
@@ -30,7 +31,8 @@ fn slot(t: Tbl) -> usize {
     match t {
         Tbl::Observations => 0,
         Tbl::Talks => 1,
-        Tbl::Sessions | Tbl::Raw => 2,
+        Tbl::Sessions => 2,
+        Tbl::Raw => 3,
     }
 }
 

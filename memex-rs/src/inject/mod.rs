@@ -10,8 +10,9 @@
 //! applies at the next prompt), applies the skip rules, and on any error, timeout or missing
 //! service prints nothing and exits 0. The service ([`answer`]) does the work and logs each
 //! injection for the stats. `full` (SessionStart) gives the project's most recent session
-//! summaries; `smart` (UserPromptSubmit) the L1/L2/L3 items that match the prompt with a
-//! calibrated confidence ([`calibration`]) at or above the threshold.
+//! summaries; `smart` (UserPromptSubmit) the L1/L2/L3 items (and talks found through their raw
+//! prompts and answers) that match the prompt with a calibrated confidence ([`calibration`]) at
+//! or above the threshold.
 //! [`hooks`] installs the hook entries into Claude Code's settings.
 
 pub mod calibration;
@@ -20,7 +21,7 @@ pub mod hooks;
 
 use std::path::Path;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -288,7 +289,8 @@ impl Request {
 /// One injected item.
 #[derive(Debug, Clone, Serialize)]
 pub struct Item {
-    /// `observation`, `talk` or `session`.
+    /// `observation`, `talk`, `session`, or `message` (a talk found through one of its prompts
+    /// or answers; its summary, or the message when the talk has none).
     pub level: &'static str,
     pub session_id: String,
     pub agent: String,
@@ -384,13 +386,33 @@ fn own_sessions(conn: &Connection, session_id: Option<&str>) -> rusqlite::Result
     st.query_map([id], |r| r.get(0))?.collect()
 }
 
-/// The level name of a compact layer's vector table.
+/// The level name of a vector table's items.
 fn level_name(t: Tbl) -> &'static str {
     match t {
         Tbl::Observations => "observation",
         Tbl::Talks => "talk",
-        Tbl::Sessions | Tbl::Raw => "session",
+        Tbl::Sessions => "session",
+        Tbl::Raw => "message",
     }
+}
+
+/// Raw hits as the talks they belong to: the talk's summary when there is one, else the
+/// message's own text. Messages before the first prompt are dropped.
+fn talks_of(
+    conn: &Connection,
+    hits: Vec<(search::Hit, String)>,
+) -> rusqlite::Result<Vec<(search::Hit, String)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT x.user_request || char(10) || x.summary FROM messages m
+         JOIN talk_summaries x ON x.session_pk = m.session_pk AND x.prompt_number = m.prompt_number
+         WHERE m.id = ?1",
+    )?;
+    let mut out = Vec::with_capacity(hits.len());
+    for (hit, text) in hits.into_iter().filter(|(h, _)| h.prompt_number > 0) {
+        let talk: Option<String> = st.query_row([hit.row], |r| r.get(0)).optional()?;
+        out.push((hit, talk.unwrap_or(text)));
+    }
+    Ok(out)
 }
 
 fn hint(session_id: &str, prompt_number: i64) -> String {
@@ -401,8 +423,9 @@ fn hint(session_id: &str, prompt_number: i64) -> String {
     }
 }
 
-/// The layers smart mode searches.
-pub const SMART_LEVELS: [Tbl; 3] = [Tbl::Observations, Tbl::Talks, Tbl::Sessions];
+/// The layers smart mode searches. Raw prompts and answers lead to the talk they belong to: a
+/// prompt is often closest to an earlier prompt, whose talk summary is what gets injected.
+pub const SMART_LEVELS: [Tbl; 4] = [Tbl::Observations, Tbl::Talks, Tbl::Sessions, Tbl::Raw];
 
 /// Every candidate of smart mode with its similarity and confidence, best first; `None` when
 /// the prompt is empty. Shared with the tuning harness.
@@ -442,7 +465,11 @@ pub fn candidates(
     for t in SMART_LEVELS {
         let near = rt.block_on(vectors.store.nearest(t, &query, per_level, cond.as_deref()))?;
         let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
-        for (hit, text) in search::layer_rows(conn, &ids, filter, search::layer(t))? {
+        let rows = match t {
+            Tbl::Raw => talks_of(conn, search::raw_rows(conn, &ids, filter)?)?,
+            t => search::layer_rows(conn, &ids, filter, search::layer(t))?,
+        };
+        for (hit, text) in rows {
             let d = near
                 .iter()
                 .find(|n| n.ref_id == hit.row)
@@ -508,6 +535,7 @@ fn smart(
             match i.level {
                 "observation" => "tool call",
                 "talk" => "talk summary",
+                "message" => "conversation",
                 _ => "session summary",
             },
             i.date.as_deref().and_then(|d| d.get(..10)).unwrap_or("-"),

@@ -130,11 +130,12 @@ fn level_slot(level: &str) -> usize {
     match level {
         "observation" => 0,
         "talk" => 1,
-        _ => 2,
+        "session" => 2,
+        _ => 3,
     }
 }
 
-const LEVEL_NAMES: [&str; 3] = ["observations", "talks", "sessions"];
+const LEVEL_NAMES: [&str; 4] = ["observations", "talks", "sessions", "messages"];
 
 pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: usize, reuse: bool) {
     let p = crate::eval::prepare(work, distractors, true, reuse);
@@ -158,7 +159,7 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
     );
 
     // 1. Calibration samples: every candidate of every prompt, across all projects.
-    let mut samples: [Vec<(f64, bool)>; 3] = Default::default();
+    let mut samples: [Vec<(f64, bool)>; 4] = Default::default();
     let mut scored: Vec<(usize, f64, bool)> = Vec::new();
     for q in &all {
         let items =
@@ -195,8 +196,12 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
             .join(", ")
     );
     println!("\nreliability of the confidence in use (all levels; per level: relevant / items):");
-    println!("| confidence | items | mean conf | relevant | observations | talks  | sessions |");
-    println!("|------------|------:|----------:|---------:|-------------:|-------:|---------:|");
+    println!(
+        "| confidence | items | mean conf | relevant | observations | talks  | sessions | messages |"
+    );
+    println!(
+        "|------------|------:|----------:|---------:|-------------:|-------:|---------:|---------:|"
+    );
     for b in 0..10 {
         let (lo, hi) = (b as f64 / 10.0, (b + 1) as f64 / 10.0);
         let in_bin: Vec<&(usize, f64, bool)> = scored
@@ -212,13 +217,14 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
             format!("{}/{}", l.iter().filter(|s| s.2).count(), l.len())
         };
         println!(
-            "| {lo:.1}–{hi:.1}    | {:>5} | {:>9.2} | {:>8.2} | {:>12} | {:>6} | {:>8} |",
+            "| {lo:.1}–{hi:.1}    | {:>5} | {:>9.2} | {:>8.2} | {:>12} | {:>6} | {:>8} | {:>8} |",
             in_bin.len(),
             in_bin.iter().map(|s| s.1).sum::<f64>() / n,
             in_bin.iter().filter(|s| s.2).count() as f64 / n,
             per(0),
             per(1),
-            per(2)
+            per(2),
+            per(3)
         );
     }
 
