@@ -161,7 +161,10 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
     // 1. Calibration samples: every candidate of every prompt, across all projects.
     let mut samples: [Vec<(f64, bool)>; 4] = Default::default();
     let mut scored: Vec<(usize, f64, bool)> = Vec::new();
-    for q in &all {
+    // (fold, level, similarity, relevant): folds by pairs of prompts, so a topic's two
+    // questions stay together.
+    let mut folded: Vec<(usize, usize, f64, bool)> = Vec::new();
+    for (n, q) in all.iter().enumerate() {
         let items =
             inject::candidates(&conn, vectors, &rt, &q.text, &Filter::default(), &[], 20).unwrap();
         for i in items {
@@ -169,6 +172,7 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
             let slot = level_slot(i.level);
             samples[slot].push((i.similarity.unwrap_or(0.0), rel));
             scored.push((slot, i.confidence.unwrap_or(0.0), rel));
+            folded.push(((n / 2) % 2, slot, i.similarity.unwrap_or(0.0), rel));
         }
     }
     println!("\ncalibration: one logistic curve per level, fitted on each candidate's similarity");
@@ -195,6 +199,7 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
             .collect::<Vec<_>>()
             .join(", ")
     );
+    held_out(&folded);
     println!("\nreliability of the confidence in use (all levels; per level: relevant / items):");
     println!(
         "| confidence | items | mean conf | relevant | observations | talks  | sessions | messages |"
@@ -330,6 +335,63 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
 
     if let Some(bin) = memex_bin {
         latency(&p, &bin, &all, runs);
+    }
+}
+
+/// Two-fold check of the calibration: curves fitted on one half of the prompts score the other
+/// half; the Brier score and the reliability of those out-of-fold confidences.
+fn held_out(folded: &[(usize, usize, f64, bool)]) {
+    let mut oof: Vec<(f64, bool)> = Vec::new();
+    let mut in_sample: Vec<(f64, bool)> = Vec::new();
+    let logistic = |(a, b): (f64, f64), x: f64| 1.0 / (1.0 + (-(a * x + b)).exp());
+    for slot in 0..4 {
+        let of = |fold: Option<usize>| -> Vec<(f64, bool)> {
+            folded
+                .iter()
+                .filter(|s| s.1 == slot && fold.is_none_or(|f| s.0 == f))
+                .map(|s| (s.2, s.3))
+                .collect()
+        };
+        let all = of(None);
+        if let Some(c) = calibration::fit(&all) {
+            in_sample.extend(all.iter().map(|&(x, y)| (logistic(c, x), y)));
+        }
+        for fold in 0..2 {
+            let Some(c) = calibration::fit(&of(Some(1 - fold))) else {
+                continue;
+            };
+            oof.extend(of(Some(fold)).iter().map(|&(x, y)| (logistic(c, x), y)));
+        }
+    }
+    let brier = |v: &[(f64, bool)]| {
+        v.iter()
+            .map(|&(p, y)| (p - f64::from(u8::from(y))).powi(2))
+            .sum::<f64>()
+            / v.len().max(1) as f64
+    };
+    let base = oof.iter().filter(|s| s.1).count() as f64 / oof.len().max(1) as f64;
+    println!(
+        "\nheld out (two folds of prompts, each scored by curves fitted on the other): Brier {:.4} (in-sample {:.4}; always predicting the base rate {:.3}: {:.4})",
+        brier(&oof),
+        brier(&in_sample),
+        base,
+        base * (1.0 - base)
+    );
+    println!("| out-of-fold confidence | items | mean conf | relevant |");
+    println!("|------------------------|------:|----------:|---------:|");
+    for (lo, hi) in [(0.0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 1.01)] {
+        let b: Vec<&(f64, bool)> = oof.iter().filter(|s| s.0 >= lo && s.0 < hi).collect();
+        if b.is_empty() {
+            continue;
+        }
+        let n = b.len() as f64;
+        println!(
+            "| {lo:.1}–{:.1}                | {:>5} | {:>9.2} | {:>8.2} |",
+            hi.min(1.0),
+            b.len(),
+            b.iter().map(|s| s.0).sum::<f64>() / n,
+            b.iter().filter(|s| s.1).count() as f64 / n
+        );
     }
 }
 
