@@ -1281,13 +1281,7 @@ fn status(ctx: &Ctx, json: bool) -> Result<()> {
         "sessions   {}   messages {}   prompts {}",
         st.sessions, st.messages, st.prompts
     )?;
-    for a in &st.agents {
-        writeln!(
-            out,
-            "  {:<7} {} sessions, {} messages, {} prompts",
-            a.agent, a.sessions, a.messages, a.prompts
-        )?;
-    }
+    agent_lines(&mut out, &st, 7)?;
     writeln!(
         out,
         "activity   {} active in the last {} min, {} idle (event sent), {} idle awaiting the service",
@@ -1604,6 +1598,18 @@ fn hooks(ctx: &Ctx, globals: &(Option<PathBuf>, Option<PathBuf>), cmd: HooksComm
     }
 }
 
+/// One line per agent: sessions, messages, prompts (`memex status`, `memex stats`).
+fn agent_lines(out: &mut impl Write, st: &read::Status, width: usize) -> std::io::Result<()> {
+    for a in &st.agents {
+        writeln!(
+            out,
+            "  {:<width$} {} sessions, {} messages, {} prompts",
+            a.agent, a.sessions, a.messages, a.prompts
+        )?;
+    }
+    Ok(())
+}
+
 fn stats(ctx: &Ctx, json: bool) -> Result<()> {
     let conn = reader(ctx)?;
     let archive = read::status(&conn)?;
@@ -1620,13 +1626,7 @@ fn stats(ctx: &Ctx, json: bool) -> Result<()> {
         "archive     {} sessions, {} messages, {} prompts",
         archive.sessions, archive.messages, archive.prompts
     )?;
-    for a in &archive.agents {
-        writeln!(
-            out,
-            "  {:<9} {} sessions, {} messages, {} prompts",
-            a.agent, a.sessions, a.messages, a.prompts
-        )?;
-    }
+    agent_lines(&mut out, &archive, 9)?;
     let c = &compact.coverage;
     writeln!(
         out,

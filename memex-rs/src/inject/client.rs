@@ -270,3 +270,39 @@ pub fn stop(settings: &Settings, stdin: impl Read + Send + 'static) -> Outcome {
         Err(e) => out.note(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_is_reached_on_loopback() {
+        let mut s = Settings::default();
+        for (bind, want) in [
+            ("0.0.0.0:10013", "127.0.0.1:10013"),
+            ("[::]:7000", "[::1]:7000"),
+            ("127.0.0.1:10013", "127.0.0.1:10013"),
+            ("192.168.1.5:80", "192.168.1.5:80"),
+        ] {
+            s.api.bind = bind.into();
+            assert_eq!(service_addr(&s), want);
+        }
+    }
+
+    #[test]
+    fn prompts_are_cut_at_a_character_boundary() {
+        let p = "é".repeat(10);
+        assert_eq!(truncate(p.clone(), 5), "éé");
+        assert_eq!(truncate(p.clone(), 100), p);
+    }
+
+    #[test]
+    fn headless_runs_are_recognised() {
+        let env = |v: &str| {
+            std::collections::BTreeMap::from([("CLAUDE_CODE_ENTRYPOINT".to_owned(), v.to_owned())])
+        };
+        assert!(headless(&env("sdk-cli")) && headless(&env("sdk-py")));
+        assert!(!headless(&env("cli")));
+        assert!(!headless(&Default::default()));
+    }
+}
