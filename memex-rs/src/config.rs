@@ -655,6 +655,11 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     for (key, val, accepted) in [
         ("vector.provider", &v.provider, VECTOR_PROVIDERS),
         ("vector.raw", &v.raw, VECTOR_RAW),
+        (
+            "inject.project_scope",
+            &s.inject.project_scope,
+            PROJECT_SCOPES,
+        ),
     ] {
         if !accepted.contains(&val.as_str()) {
             return bad(
@@ -724,16 +729,6 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
         }
     }
     let i = &s.inject;
-    if !PROJECT_SCOPES.contains(&i.project_scope.as_str()) {
-        return bad(
-            "inject.project_scope",
-            format!(
-                "unknown value `{}`; accepted: {}",
-                i.project_scope,
-                PROJECT_SCOPES.join(", ")
-            ),
-        );
-    }
     if !(0.0..=1.0).contains(&i.similarity_threshold) {
         return bad(
             "inject.similarity_threshold",
