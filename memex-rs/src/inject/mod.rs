@@ -427,8 +427,8 @@ fn hint(session_id: &str, prompt_number: i64) -> String {
 /// prompt is often closest to an earlier prompt, whose talk summary is what gets injected.
 pub const SMART_LEVELS: [Tbl; 4] = [Tbl::Observations, Tbl::Talks, Tbl::Sessions, Tbl::Raw];
 
-/// Every candidate of smart mode with its similarity and confidence, best first; `None` when
-/// the prompt is empty. Shared with the tuning harness.
+/// Every candidate of smart mode with its similarity and confidence, best first (none when
+/// the prompt is empty). Shared with the tuning harness.
 pub fn candidates(
     conn: &Connection,
     vectors: &Vectors,
