@@ -392,19 +392,8 @@ impl VectorLevel<'_> {
         if filter == Some("false") {
             return Ok(Vec::new());
         }
-        let near: Vec<Near> = rt.block_on(vectors.store.nearest(t, query, limit, filter))?;
-        let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
-        // Back to SQLite: the current row (a stale vector finds nothing) that passes the filter.
-        let mut hits = match t {
-            Tbl::Raw => raw_rows(conn, &ids, &p.filter)?,
-            t => layer_rows(conn, &ids, &p.filter, layer(t))?,
-        };
+        let mut hits = nearest_rows(conn, vectors, rt, t, query, limit, filter, &p.filter)?;
         for (hit, text) in &mut hits {
-            let d = near
-                .iter()
-                .find(|n| n.ref_id == hit.row)
-                .map_or(2.0, |n| n.distance);
-            hit.score = 1.0 - f64::from(d);
             hit.matched = "vector";
             // Found by meaning: the words of the query need not be there to highlight.
             hit.snippet = fts::snippet(text, &[], 200);
@@ -418,6 +407,36 @@ impl VectorLevel<'_> {
         out.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(out)
     }
+}
+
+/// The `limit` vectors of table `t` nearest to `query` (LanceDB prefiltered by `cond`, from
+/// [`lance_filter`]), mapped back to their current SQLite rows that pass `filter` (a stale
+/// vector finds nothing): hits scored with their cosine similarity, with their text.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn nearest_rows(
+    conn: &Connection,
+    vectors: &Vectors,
+    rt: &tokio::runtime::Handle,
+    t: Tbl,
+    query: &[f32],
+    limit: usize,
+    cond: Option<&str>,
+    filter: &Filter,
+) -> Result<Vec<(Hit, String)>, SearchError> {
+    let near: Vec<Near> = rt.block_on(vectors.store.nearest(t, query, limit, cond))?;
+    let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
+    let mut hits = match t {
+        Tbl::Raw => raw_rows(conn, &ids, filter)?,
+        t => layer_rows(conn, &ids, filter, layer(t))?,
+    };
+    for (hit, _) in &mut hits {
+        let d = near
+            .iter()
+            .find(|n| n.ref_id == hit.row)
+            .map_or(2.0, |n| n.distance);
+        hit.score = 1.0 - f64::from(d);
+    }
+    Ok(hits)
 }
 
 /// One compact layer's table, full-text index and columns (the indexer embeds the same text).
@@ -603,7 +622,7 @@ fn bm25_rank(
 }
 
 /// Layer rows by id, in the order given, that pass the filter.
-pub(crate) fn layer_rows(
+fn layer_rows(
     conn: &Connection,
     ids: &[i64],
     filter: &Filter,
@@ -631,7 +650,7 @@ pub(crate) fn layer_rows(
 }
 
 /// Messages by id, in the order given, that pass the filter, with their text.
-pub(crate) fn raw_rows(
+fn raw_rows(
     conn: &Connection,
     ids: &[i64],
     filter: &Filter,

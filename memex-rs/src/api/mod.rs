@@ -5,6 +5,8 @@
 //! ([`ApiError`]). Handlers read through the pooled read connections on the blocking pool, so a
 //! slow query never stalls the runtime and reads never wait for the writer.
 
+pub mod client;
+
 use std::sync::Arc;
 
 use ai_cli_session_collector::AdapterRegistry;
@@ -632,21 +634,19 @@ async fn inject_handler(
     }
     let ts = chrono::Utc::now().timestamp_millis();
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
-    let (res, req) = read(&st, move |c| {
+    let (mut res, req, opts) = read(&st, move |c| {
         let res =
             inject::answer(c, &vectors.semantic(&rt), &req, &opts).map_err(ApiError::internal)?;
-        Ok((res, (req, opts)))
+        Ok((res, req, opts))
     })
     .await?;
-    let (req, opts) = req;
-    let mut res = res;
     res.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let body = serde_json::to_value(&res).map_err(ApiError::internal)?;
     if let Some(w) = st.writer.clone() {
         let record = inject::Record {
             ts,
             mode: req.mode,
-            project: (!opts.all_projects).then(|| inject::project_of(&req.cwd)),
+            project: opts.project,
             session_id: req.session_id,
             prompt: req.prompt.filter(|_| opts.record_prompt),
             response: res,

@@ -991,31 +991,18 @@ fn post_service(
     path: &str,
     body: serde_json::Value,
 ) -> Result<serde_json::Value> {
-    let client = reqwest::blocking::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .build()?;
-    let mut req = client.post(format!("http://{addr}{path}")).json(&body);
+    use crate::api::client::{ClientError, post_json};
     let token = &ctx.resolved.settings.api.token;
-    if !token.is_empty() {
-        req = req.bearer_auth(token);
-    }
-    let res = req
-        .send()
-        .with_context(|| format!("cannot reach the running service at {addr}"))?;
-    let status = res.status();
-    let v: serde_json::Value = res.json().unwrap_or_default();
-    if !status.is_success() {
-        return Err(UserError {
-            message: format!(
-                "the service answered {status}: {}",
-                v["error"]["message"].as_str().unwrap_or("")
-            ),
+    let timeout = std::time::Duration::from_secs(30);
+    post_json(addr, token, path, &body, timeout, timeout).map_err(|e| match e {
+        ClientError::Refused { status, .. } => UserError {
+            message: e.to_string(),
             hint: None,
             code: if status.as_u16() == 404 { 3 } else { 2 },
         }
-        .into());
-    }
-    Ok(v)
+        .into(),
+        other => anyhow::Error::from(other),
+    })
 }
 
 fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
@@ -1450,11 +1437,15 @@ fn hooks_settings_path(ctx: &Ctx, a: &HooksArgs) -> Result<PathBuf> {
         return Ok(p.clone());
     }
     if a.scope == "project" {
-        let cwd = std::env::current_dir().context("cannot read the current folder")?;
-        let root = store::ingest::git_root(&cwd.display().to_string()).map_or(cwd, PathBuf::from);
-        return Ok(root.join(".claude/settings.json"));
+        return Ok(project_root()?.join(".claude/settings.json"));
     }
     Ok(claude_config_dir(ctx).join("settings.json"))
+}
+
+/// The project of the current folder: its git work tree, else the folder itself.
+fn project_root() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    Ok(store::ingest::git_root(&cwd.display().to_string()).map_or(cwd, PathBuf::from))
 }
 
 /// Claude Code's user folder: `$CLAUDE_CONFIG_DIR` (its first entry), else `~/.claude`.
@@ -1564,9 +1555,7 @@ fn hooks(ctx: &Ctx, globals: &(Option<PathBuf>, Option<PathBuf>), cmd: HooksComm
         }
         HooksCommand::Status => {
             let mut files = vec![claude_config_dir(ctx).join("settings.json")];
-            if let Ok(cwd) = std::env::current_dir() {
-                let root =
-                    store::ingest::git_root(&cwd.display().to_string()).map_or(cwd, PathBuf::from);
+            if let Ok(root) = project_root() {
                 files.push(root.join(".claude/settings.json"));
                 files.push(root.join(".claude/settings.local.json"));
             }

@@ -88,30 +88,18 @@ fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Resul
     let left = budget
         .left()
         .ok_or("out of time before asking the service")?;
-    let client = reqwest::blocking::Client::builder()
-        .timeout(left)
-        .connect_timeout(left.min(Duration::from_millis(300)))
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let addr = service_addr(settings);
-    let mut req = client.post(format!("http://{addr}{path}")).json(body);
-    if !settings.api.token.is_empty() {
-        req = req.bearer_auth(&settings.api.token);
-    }
-    let res = req
-        .send()
-        .map_err(|e| format!("the service at {addr} did not answer: {e}"))?;
-    let status = res.status();
-    let v: Value = res
-        .json()
-        .map_err(|e| format!("the service's answer is not JSON: {e}"))?;
-    if !status.is_success() {
-        return Err(format!(
-            "the service answered {status}: {}",
-            v["error"]["message"].as_str().unwrap_or("")
-        ));
-    }
-    Ok(v)
+    crate::api::client::post_json(
+        &service_addr(settings),
+        &settings.api.token,
+        path,
+        body,
+        left,
+        left.min(Duration::from_millis(300)),
+    )
+    .map_err(|e| match std::error::Error::source(&e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    })
 }
 
 /// Whether this run is headless: `claude -p` and the Agent SDKs set `CLAUDE_CODE_ENTRYPOINT`
@@ -161,7 +149,6 @@ pub fn inject(
             .prompt
             .clone()
             .map(|p| truncate(p, super::MAX_PROMPT_BYTES)),
-        hook_event_name: input.hook_event_name.clone(),
         agent_id: input.agent_id.clone(),
         project_scope: Some(s.project_scope.clone()),
         threshold: Some(s.similarity_threshold),

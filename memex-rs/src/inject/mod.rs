@@ -181,8 +181,6 @@ pub struct Request {
     /// Smart mode: the prompt.
     #[serde(default)]
     pub prompt: Option<String>,
-    #[serde(default)]
-    pub hook_event_name: Option<String>,
     /// Set inside a sub-agent: nothing is injected.
     #[serde(default)]
     pub agent_id: Option<String>,
@@ -209,7 +207,9 @@ pub struct Request {
 /// The options of one request, defaults filled in and checked.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub all_projects: bool,
+    /// The project whose history is used (the git work tree of `cwd`, else `cwd`); `None`: every
+    /// project.
+    pub project: Option<String>,
     pub threshold: f64,
     pub max_results: usize,
     pub max_tokens: usize,
@@ -276,7 +276,7 @@ impl Request {
             ));
         }
         Ok(Options {
-            all_projects: scope == "all",
+            project: (scope != "all").then(|| project_of(&self.cwd)),
             threshold,
             max_results,
             max_tokens,
@@ -364,13 +364,13 @@ pub fn answer(
 }
 
 /// The project a request's history comes from: the git work tree of `cwd`, else `cwd`.
-pub fn project_of(cwd: &str) -> String {
+fn project_of(cwd: &str) -> String {
     crate::store::ingest::git_root(cwd).unwrap_or_else(|| cwd.trim_end_matches('/').to_owned())
 }
 
-fn filter_for(req: &Request, o: &Options) -> Filter {
+fn filter_for(o: &Options) -> Filter {
     Filter {
-        project: (!o.all_projects).then(|| project_of(&req.cwd)),
+        project: o.project.clone(),
         ..Filter::default()
     }
 }
@@ -463,18 +463,22 @@ pub fn candidates(
     let model = vectors.embedder.id().to_owned();
     let mut out = Vec::new();
     for t in SMART_LEVELS {
-        let near = rt.block_on(vectors.store.nearest(t, &query, per_level, cond.as_deref()))?;
-        let ids: Vec<i64> = near.iter().map(|n| n.ref_id).collect();
+        let rows = search::nearest_rows(
+            conn,
+            vectors,
+            rt,
+            t,
+            &query,
+            per_level,
+            cond.as_deref(),
+            filter,
+        )?;
         let rows = match t {
-            Tbl::Raw => talks_of(conn, search::raw_rows(conn, &ids, filter)?)?,
-            t => search::layer_rows(conn, &ids, filter, search::layer(t))?,
+            Tbl::Raw => talks_of(conn, rows)?,
+            _ => rows,
         };
         for (hit, text) in rows {
-            let d = near
-                .iter()
-                .find(|n| n.ref_id == hit.row)
-                .map_or(2.0, |n| f64::from(n.distance));
-            let similarity = 1.0 - d;
+            let similarity = hit.score;
             out.push(Item {
                 level: level_name(t),
                 hint: hint(&hit.session_id, hit.prompt_number),
@@ -506,7 +510,7 @@ fn smart(
     prompt: &str,
     res: &mut Response,
 ) -> Result<(), search::SearchError> {
-    let filter = filter_for(req, o);
+    let filter = filter_for(o);
     let own = own_sessions(conn, req.session_id.as_deref())?;
     let all = candidates(
         conn,
@@ -557,7 +561,7 @@ fn full(
     o: &Options,
     res: &mut Response,
 ) -> Result<(), search::SearchError> {
-    let filter = filter_for(req, o);
+    let filter = filter_for(o);
     let mut args = Vec::new();
     let cond = filter.sql(None, &mut args);
     args.push(rusqlite::types::Value::Text(
@@ -632,7 +636,6 @@ fn render(
     let budget = max_tokens as u64;
     let mut out = format!("<memex-memory>\n{header}\n");
     let close = "</memex-memory>\n";
-    let fixed = estimate_tokens(&out) + estimate_tokens(close);
     for item in items {
         let head = format!("\n- {}\n", title(&item));
         let tail = format!("  Full text: {}\n", item.hint);
@@ -660,7 +663,6 @@ fn render(
         return;
     }
     out.push_str(close);
-    debug_assert!(estimate_tokens(&out) <= budget.max(fixed));
     res.tokens = estimate_tokens(&out);
     res.context = out;
 }
@@ -835,8 +837,7 @@ pub fn stats(conn: &Connection) -> rusqlite::Result<InjectionStats> {
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     lat.sort_by(f64::total_cmp);
-    let pct =
-        |p: f64| (!lat.is_empty()).then(|| lat[((lat.len() - 1) as f64 * p).round() as usize]);
+    let pct = |p: f64| crate::service::percentile(&lat, p);
     Ok(InjectionStats {
         total: smart.calls + full.calls,
         tokens_total: smart.tokens + full.tokens,

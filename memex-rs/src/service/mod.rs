@@ -102,6 +102,11 @@ pub struct IngestStats {
 /// How many recent ingest lags are kept for the percentiles.
 const LAG_WINDOW: usize = 512;
 
+/// The `p` quantile (0 to 1) of sorted values, nearest rank; `None` when there are none.
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    (!sorted.is_empty()).then(|| sorted[((sorted.len() - 1) as f64 * p).round() as usize])
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LagSummary {
     pub samples: usize,
@@ -124,7 +129,7 @@ impl IngestStats {
         let l = self.lags.lock().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<u64> = l.iter().copied().collect();
         v.sort_unstable();
-        let pct = |p: f64| (!v.is_empty()).then(|| v[((v.len() - 1) as f64 * p).round() as usize]);
+        let pct = |p: f64| percentile(&v, p);
         LagSummary {
             samples: v.len(),
             last_ms: l.back().copied(),

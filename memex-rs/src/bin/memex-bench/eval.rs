@@ -266,16 +266,8 @@ pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -
         crate::import_roots(&roots, &data);
         crate::bench_compact(&data, 2);
     }
-    let mut settings = memex::config::Settings::default();
-    settings.data.dir = data.display().to_string();
-    if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
-        settings.vector.model_dir = d;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let settings = crate::settings_for(&data);
+    let runtime = crate::runtime();
     let (writer, handle) = store::Writer::start(&data).unwrap();
     let t = std::time::Instant::now();
     let vectors = runtime.block_on(async {

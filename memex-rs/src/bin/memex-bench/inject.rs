@@ -262,7 +262,6 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
                     session_id: Some("00000000-1a7e-4000-8000-000000000000".into()),
                     cwd: q.cwd.clone(),
                     prompt: Some(q.text.clone()),
-                    hook_event_name: Some("UserPromptSubmit".into()),
                     agent_id: None,
                     project_scope: Some(scope.into()),
                     threshold: Some(thr),

@@ -616,15 +616,31 @@ mod inject;
 mod live;
 mod vec;
 
+/// The async runtime the benchmarks drive the store and LanceDB with: two workers, like the
+/// service on this machine class.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Default settings for the archive in `data`, the model from `MEMEX_MODEL_DIR` when set.
+fn settings_for(data: &Path) -> memex::config::Settings {
+    let mut s = memex::config::Settings::default();
+    s.data.dir = data.display().to_string();
+    if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
+        s.vector.model_dir = d;
+    }
+    s
+}
+
 /// Heuristic compaction of every session of an archive, as the service's workers do it.
 fn bench_compact(data: &Path, workers: usize) {
     use memex::compact::queue::{self, Compactor};
     let (writer, handle) = store::Writer::start(data).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::runtime();
     let c = Compactor::new(
         memex::compact::Engine::new(memex::config::CompactSettings::default()),
         writer.clone(),

@@ -71,18 +71,10 @@ pub fn embed(n: usize) {
 
 /// Builds the vectors of the archive in `data` with `provider` (`local` or `hashing`).
 pub fn index(data: &Path, provider: &str, batch: usize) {
-    let mut s = memex::config::Settings::default();
-    s.data.dir = data.display().to_string();
+    let mut s = crate::settings_for(data);
     s.vector.provider = provider.into();
     s.vector.batch = batch;
-    if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
-        s.vector.model_dir = d;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::runtime();
     let (writer, handle) = store::Writer::start(data).unwrap();
     let pool = store::ReadPool::new(data);
     let t = Instant::now();
@@ -136,11 +128,7 @@ pub fn index(data: &Path, provider: &str, batch: usize) {
 /// takes hours at a million messages): LanceDB's cost does not depend on which model made
 /// them, so the guard is bypassed here, and only here, to time the real query path.
 pub fn latency(data: &Path, runs: usize) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::runtime();
     let embedder: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_files(), 1).unwrap());
     let store = rt
         .block_on(memex::vector::VectorStore::open(data, embedder.dimension()))
