@@ -5,6 +5,7 @@
 //! memex-bench import   --corpus DIR --data DIR  import speed, peak RSS, store size ÷ source size
 //! memex-bench search   --corpus DIR --data DIR  raw FTS p50/p99 over a fixed query set, and rg
 //! memex-bench compact  --data DIR [--workers N]  heuristic L1/L2/L3 over a whole archive
+//! memex-bench talk-cost --data DIR              tokens an LLM would spend per talk (no model)
 //! memex-bench live     --memex BIN --corpus DIR --data DIR
 //!                      a real `memex serve` on that archive: append → searchable latency,
 //!                      idle and burst RSS, HTTP search throughput, shutdown time
@@ -707,6 +708,87 @@ fn bench_compact(data: &Path, workers: usize) {
     handle.join().unwrap();
 }
 
+/// What compacting each talk of an archive through an LLM would cost, in tokens: the prompts
+/// the engine would send (L1 per observation group, L2 per talk, L3 per session) estimated
+/// like unreported usage is, plus the heuristic's own rows as the answer's size. No model is
+/// called. For `[compact] daily_token_budget` and the regeneration guard.
+fn talk_cost(data: &Path) {
+    use memex::compact::heuristic::{self, estimate_tokens};
+    use memex::compact::{prompt, queue};
+    let conn = store::open(data).unwrap();
+    let settings = memex::config::CompactSettings::default();
+    // A model's answer is about the size of the heuristic's row (the same fields).
+    fn json<T: serde::Serialize>(v: &T) -> u64 {
+        estimate_tokens(&serde_json::to_string(v).unwrap_or_default())
+    }
+    let sessions: Vec<(i64, i64)> = conn
+        .prepare("SELECT id, prompt_count FROM sessions WHERE prompt_count > 0")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let (mut l1, mut l2, mut l3) = (Vec::new(), Vec::new(), Vec::new());
+    let mut groups = 0;
+    for (pk, prompts) in &sessions {
+        let d = queue::load_session(&conn, *pk, (1, *prompts)).unwrap();
+        let mut summaries = Vec::new();
+        for t in d.talks.values() {
+            let lang = prompt::language(t.lang, &settings.language);
+            let mut cost = 0;
+            for g in heuristic::group_calls(&t.calls, &settings.l1) {
+                groups += 1;
+                cost += estimate_tokens(&prompt::l1_system(&lang))
+                    + estimate_tokens(&prompt::l1_user(t, &g))
+                    + json(&heuristic::observation(&g, t));
+            }
+            l1.push(cost);
+            let summary = heuristic::talk_summary(t);
+            l2.push(
+                estimate_tokens(&prompt::l2_system(&lang))
+                    + estimate_tokens(&prompt::l2_user(t))
+                    + json(&summary),
+            );
+            summaries.push(summary);
+        }
+        if !summaries.is_empty() {
+            let lang = prompt::language(d.lang, &settings.language);
+            let s = heuristic::session_summary(&summaries, d.lang, d.project.as_deref());
+            l3.push(
+                estimate_tokens(&prompt::l3_system(&lang))
+                    + estimate_tokens(&prompt::l3_user(&summaries, d.project.as_deref()))
+                    + json(&s),
+            );
+        }
+    }
+    let both: Vec<u64> = l1.iter().zip(&l2).map(|(a, b)| a + b).collect();
+    let line = |name: &str, v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        let q = |p: f64| {
+            v.get(((v.len().max(1) - 1) as f64 * p) as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        let mean = v.iter().sum::<u64>() / v.len().max(1) as u64;
+        println!(
+            "  {name:<12} mean {mean:>6}  p50 {:>6}  p90 {:>6}  max {:>6}",
+            q(0.5),
+            q(0.9),
+            q(1.0)
+        );
+    };
+    println!(
+        "talk cost (estimated tokens in + out): {} sessions, {} talks, {groups} observation groups",
+        l3.len(),
+        l2.len()
+    );
+    line("L1 per talk", &l1);
+    line("L2 per talk", &l2);
+    line("L1+L2", &both);
+    line("L3 per sess.", &l3);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -740,6 +822,7 @@ fn main() {
             &path("--data"),
             arg("--workers").map_or(2, |n| n.parse().expect("--workers N")),
         ),
+        Some("talk-cost") => talk_cost(&path("--data")),
         Some("embed") => vec::embed(arg("--texts").map_or(2000, |n| n.parse().expect("--texts N"))),
         Some("vectors") => vec::index(
             &path("--data"),
@@ -772,7 +855,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }
