@@ -506,3 +506,244 @@ fn kill_9_in_the_middle_of_the_queue_loses_no_job_and_repeats_none() {
         "{repeated} talks were summarised more than once"
     );
 }
+
+/// A session of `talks` short talks (prompt and answer), in a project of its own.
+fn write_long_session(h: &Home, id: &str, talks: usize) {
+    let mut lines = Vec::new();
+    for i in 1..=talks {
+        lines.push(claude_prompt(
+            id,
+            &format!("{id}-p{i}"),
+            "/work/long",
+            &format!("step {i}: rename the helper number {i} in src/lib.rs"),
+        ));
+        lines.push(claude_answer(
+            id,
+            &format!("{id}-a{i}"),
+            "/work/long",
+            &format!("Renamed helper {i}."),
+        ));
+    }
+    h.write_claude("/work/long", id, &lines);
+}
+
+/// The environment of a paid provider: OpenAI's wire format at `url`. The server is on
+/// 127.0.0.1, so `budget_exempt_local = false` makes it count as paid, like a remote one.
+fn paid_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("MEMEX_COMPACT_PROVIDER", "openai".into()),
+        ("MEMEX_COMPACT_OPENAI_ENDPOINT", url.into()),
+        ("MEMEX_COMPACT_OPENAI_API_KEY", "sk-test".into()),
+        ("MEMEX_COMPACT_BUDGET_EXEMPT_LOCAL", "false".into()),
+    ]
+}
+
+const LONG: &str = "3c3c3c3c-1111-4222-8333-444444444444";
+const SHORT: &str = "4d4d4d4d-1111-4222-8333-444444444444";
+
+#[test]
+fn regenerating_many_talks_with_a_paid_provider_needs_yes() {
+    let h = Home::empty();
+    write_long_session(&h, LONG, 60);
+    write_long_session(&h, SHORT, 2);
+    h.json(&["import", "--json"]);
+    let out = h.memex(&["compact", "trigger"]);
+    assert!(out.status.success(), "{out:?}");
+    let conn = db(&h.data_dir());
+    let jobs_before = count(&conn, "SELECT COUNT(*) FROM compact_jobs");
+    let llm = FakeLlm::start(Duration::ZERO);
+    let run = |args: &[&str], paid: bool| {
+        let mut c = h.command(args);
+        for (k, v) in paid_env(&llm.url) {
+            c.env(k, v);
+        }
+        if !paid {
+            c.env_remove("MEMEX_COMPACT_BUDGET_EXEMPT_LOCAL");
+        }
+        c.output().unwrap()
+    };
+
+    // 62 talks with a paid provider: refused, with the count, the provider and the way on.
+    let out = run(&["compact", "regenerate"], true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "would queue 62 talks in 2 sessions for the paid provider openai (http://127.0.0.1:"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("more than 50 talks need confirmation"),
+        "{err}"
+    );
+    assert!(err.contains("hint: add --yes"), "{err}");
+    assert!(out.stdout.is_empty());
+    // Nothing was queued or asked.
+    assert_eq!(
+        count(&conn, "SELECT COUNT(*) FROM compact_jobs"),
+        jobs_before
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM compact_jobs WHERE state != 'done'"
+        ),
+        0
+    );
+    assert!(llm.requests.lock().unwrap().is_empty());
+    // One session of the 60 talks: still too many; the short one is not.
+    let out = run(&["compact", "regenerate", "--session", LONG], true);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = run(
+        &["compact", "regenerate", "--level", "l2", "--session", SHORT],
+        true,
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(llm.requests.lock().unwrap().len(), 2);
+
+    // The same provider counted as local (a loopback endpoint, exempt): no question asked.
+    let out = run(&["compact", "regenerate", "--level", "l2"], false);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("queued 62 jobs, ran 62"),
+        "{out:?}"
+    );
+    assert_eq!(llm.requests.lock().unwrap().len(), 64);
+
+    // Paid, with --yes: queued and written by the provider.
+    let out = run(&["compact", "regenerate", "--yes"], true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM talk_summaries WHERE provider = 'openai'"
+        ),
+        62
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM session_summaries WHERE provider = 'openai'"
+        ),
+        2
+    );
+    // Status shows the provider's spend against the default budget.
+    let mut c = h.command(&["compact", "status", "--json"]);
+    for (k, v) in paid_env(&llm.url) {
+        c.env(k, v);
+    }
+    let st: Value = serde_json::from_slice(&c.output().unwrap().stdout).unwrap();
+    assert_eq!(st["daily_token_budget"], 200_000);
+    let b = &st["budget"][0];
+    assert_eq!(
+        (&b["provider"], &b["paid"], &b["limit"], &b["paused"]),
+        (
+            &json!("openai"),
+            &json!(true),
+            &json!(200_000),
+            &json!(false)
+        ),
+        "{st}"
+    );
+    assert!(b["tokens_today"].as_u64().unwrap() >= 70 * 64, "{st}");
+}
+
+#[test]
+fn the_api_asks_for_confirm_before_a_large_paid_regeneration() {
+    let h = Home::empty();
+    write_long_session(&h, LONG, 60);
+    let llm = FakeLlm::start(Duration::ZERO);
+    let env = paid_env(&llm.url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let srv = h.serve(&env);
+    srv.wait_watching();
+    // Jobs not done yet: pending or running.
+    let pending = |s: &Server| -> i64 {
+        let st = s.ok("/api/compact/status");
+        ["l1", "l2", "l3"]
+            .iter()
+            .map(|l| {
+                st["jobs"][l]["pending"].as_i64().unwrap()
+                    + st["jobs"][l]["running"].as_i64().unwrap()
+            })
+            .sum()
+    };
+    srv.wait_for(60, "the first compaction", |s| {
+        let st = s.ok("/api/compact/status");
+        (pending(s) == 0
+            && st["rows"]["talk_summaries"] == 60
+            && st["coverage"]["l3_percent"] == 100.0)
+            .then_some(())
+    });
+    let asked = llm.requests.lock().unwrap().len();
+    let post = |body: &str| {
+        let res = srv
+            .client()
+            .post(srv.url("/api/compact/regenerate"))
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().unwrap())
+    };
+
+    let (status, v) = post(r#"{"level": "all"}"#);
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(v["error"]["code"], "confirmation_required", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("would queue 60 talks in 1 session for the paid provider openai")
+            && msg.contains("\"confirm\": true"),
+        "{msg}"
+    );
+    assert_eq!(v.as_object().unwrap().len(), 1, "one error shape: {v}");
+    assert_eq!(pending(&srv), 0, "nothing queued");
+
+    let (status, v) = post(r#"{"confirm": "yes"}"#);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "bad_parameter");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`confirm`"),
+        "{v}"
+    );
+    let (status, v) = post(r#"{"confirm": false}"#);
+    assert_eq!(status, 409, "{v}");
+
+    // The CLI goes through the service, and forwards --yes as "confirm": true.
+    let out = h.memex(&["compact", "regenerate", "--level", "l3"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("60 talks") && err.contains("hint: add --yes"),
+        "{err}"
+    );
+    assert_eq!(pending(&srv), 0);
+    assert_eq!(llm.requests.lock().unwrap().len(), asked);
+    let out = h.memex(&["compact", "regenerate", "--level", "l3", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("queued 1 jobs in the running service"),
+        "{out:?}"
+    );
+
+    let (status, v) = post(r#"{"level": "l2", "confirm": true}"#);
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["queued"], 60);
+    srv.wait_for(60, "the regeneration", |s| {
+        (pending(s) == 0 && llm.requests.lock().unwrap().len() >= asked + 61).then_some(())
+    });
+    let st = srv.ok("/api/compact/status");
+    assert_eq!(
+        st["paid_providers"][0].as_str().unwrap().split(' ').next(),
+        Some("openai")
+    );
+    assert_eq!(st["budget"][0]["limit"], 200_000, "{st}");
+}

@@ -201,9 +201,12 @@ pub struct CompactSettings {
     pub concurrency: usize,
     /// A job that keeps failing (not an outage) is given up after this many tries.
     pub max_attempts: u32,
-    /// Tokens per provider per day; 0 = no limit. Reached: LLM jobs wait for the next day.
+    /// Tokens per paid provider per UTC day; 0 = no limit. Reached: that provider's jobs
+    /// wait for the next day. The default is [`DEFAULT_DAILY_TOKEN_BUDGET`], so a paid
+    /// provider never spends without a limit unless someone writes `0`.
     pub daily_token_budget: u64,
-    /// Ollama and providers on a loopback address do not count against the budget.
+    /// Ollama and providers on a loopback address are not paid: they do not count against the
+    /// budget, and regenerating with them needs no confirmation. `false` counts them too.
     pub budget_exempt_local: bool,
     /// `auto` writes in the conversation's language; anything else names a language.
     pub language: String,
@@ -262,7 +265,7 @@ impl Default for CompactSettings {
             fallback: Vec::new(),
             concurrency: 2,
             max_attempts: 5,
-            daily_token_budget: 0,
+            daily_token_budget: DEFAULT_DAILY_TOKEN_BUDGET,
             budget_exempt_local: true,
             language: "auto".into(),
             l1: L1Settings {
@@ -298,6 +301,14 @@ impl Default for L1Settings {
         CompactSettings::default().l1
     }
 }
+
+/// `[compact] daily_token_budget` when the user sets none: tokens (in + out) per paid
+/// provider per UTC day. A talk costs about 2,500 tokens on average with every layer on (L1
+/// dominates; L2 alone about 550), measured on the fixtures with `memex-bench talk-cost` (see
+/// BENCHMARKS.md), so this is about 80 talks a day with L1 + L2 + L3, or 350 with L2 + L3: a
+/// working day, for 5 to 10 cents with the default models (claude-3-haiku, gpt-4o-mini) and
+/// about a dollar with a frontier model. Beyond it jobs wait for the next day; none is dropped.
+pub const DEFAULT_DAILY_TOKEN_BUDGET: u64 = 200_000;
 
 /// The providers `[compact] provider` and `fallback` accept.
 pub const PROVIDERS: &[&str] = &["heuristic", "ollama", "openai", "openrouter", "anthropic"];
@@ -906,6 +917,40 @@ mod tests {
             config_file: file,
             overrides: vec![],
         })
+    }
+
+    #[test]
+    fn paid_providers_get_a_daily_budget_unless_it_is_set_to_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = |e: &[(&str, &str)], file: Option<&str>| {
+            let f = file.map(|body| {
+                let f = dir.path().join("c.toml");
+                std::fs::write(&f, body).unwrap();
+                f
+            });
+            resolve_with(dir.path(), e, f)
+                .unwrap()
+                .settings
+                .compact
+                .daily_token_budget
+        };
+        assert_eq!(DEFAULT_DAILY_TOKEN_BUDGET, 200_000);
+        assert_eq!(budget(&[], None), DEFAULT_DAILY_TOKEN_BUDGET);
+        // A [compact] table that does not name it keeps the default.
+        let other = "[compact]\nprovider = \"anthropic\"\n";
+        assert_eq!(budget(&[], Some(other)), DEFAULT_DAILY_TOKEN_BUDGET);
+        assert_eq!(budget(&[], Some("[compact]\ndaily_token_budget = 0\n")), 0);
+        let file = Some("[compact]\ndaily_token_budget = 50000\n");
+        assert_eq!(budget(&[], file), 50_000);
+        let zero = [("MEMEX_COMPACT_DAILY_TOKEN_BUDGET", "0")];
+        assert_eq!(budget(&zero, file), 0, "the environment beats the file");
+        let err = resolve_with(
+            dir.path(),
+            &[("MEMEX_COMPACT_DAILY_TOKEN_BUDGET", "-1")],
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("daily_token_budget"), "{err}");
     }
 
     #[test]

@@ -562,8 +562,134 @@ async fn without_a_fallback_an_outage_waits_and_a_spent_budget_pauses() {
         err.reason
     );
     assert_eq!(f.seen.lock().unwrap().len(), 1);
+    let state = &engine.budget_state()[0];
+    assert!(state.paused, "status says the provider is paused");
     assert!(
-        engine.budget_state()[0].2,
-        "status says the provider is paused"
+        state.why().unwrap().contains("daily token budget reached"),
+        "{state:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_default_budget_pauses_a_paid_provider_and_zero_lifts_it() {
+    use memex::config::DEFAULT_DAILY_TOKEN_BUDGET;
+    let (url, f) = fake(
+        (0..4)
+            .map(|_| Reply::Json(200, openai_answer("{\"summary\": \"ok\"}")))
+            .collect(),
+    )
+    .await;
+    let mut c = settings("openai", &format!("{url}/v1"), false, 5);
+    // A loopback server standing in for a remote one: counted as paid.
+    c.budget_exempt_local = false;
+    assert_eq!(
+        c.daily_token_budget, DEFAULT_DAILY_TOKEN_BUDGET,
+        "nobody set one"
+    );
+    let engine = Engine::new(c.clone());
+    // Today's spend so far (as the service loads it from the archive): just under the budget.
+    engine.load_spend(vec![("openai".into(), DEFAULT_DAILY_TOKEN_BUDGET - 1)]);
+    assert!(!engine.budget_state()[0].paused);
+    assert_eq!(write(&engine).await.unwrap().provenance.provider, "openai");
+    // That item took it over: the next one waits, without a request.
+    let err = write(&engine).await.unwrap_err();
+    assert!(err.outage, "{}", err.reason);
+    assert!(
+        err.reason
+            .contains("openai: daily token budget reached (200000 tokens)"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(err.retry_after, Some(Duration::from_secs(600)));
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
+    let state = &engine.budget_state()[0];
+    assert!(state.paid && state.paused, "{state:?}");
+    assert_eq!(state.limit, Some(DEFAULT_DAILY_TOKEN_BUDGET));
+
+    // 0 is no limit.
+    c.daily_token_budget = 0;
+    let engine = Engine::new(c.clone());
+    engine.load_spend(vec![("openai".into(), 50 * DEFAULT_DAILY_TOKEN_BUDGET)]);
+    assert_eq!(write(&engine).await.unwrap().provenance.provider, "openai");
+    assert_eq!(engine.budget_state()[0].limit, None);
+
+    // A local provider (loopback, exempt as by default) is never paused.
+    c.daily_token_budget = DEFAULT_DAILY_TOKEN_BUDGET;
+    c.budget_exempt_local = true;
+    let engine = Engine::new(c);
+    engine.load_spend(vec![("openai".into(), 50 * DEFAULT_DAILY_TOKEN_BUDGET)]);
+    assert_eq!(write(&engine).await.unwrap().provenance.provider, "openai");
+    let state = &engine.budget_state()[0];
+    assert!(
+        !state.paid && !state.paused && state.limit.is_none(),
+        "{state:?}"
+    );
+    assert_eq!(f.seen.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn paid_providers_are_the_reachable_ones_that_are_not_local() {
+    use memex::compact::queue::{REGENERATE_CONFIRM_ABOVE, RegenerateGuard, RegenerateScope};
+    fn paid(provider: &str, fallback: &[&str], edit: impl Fn(&mut CompactSettings)) -> Vec<String> {
+        let mut c = CompactSettings {
+            provider: provider.into(),
+            fallback: fallback.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        edit(&mut c);
+        Engine::new(c).paid_providers()
+    }
+    let none: Vec<String> = Vec::new();
+    assert_eq!(paid("heuristic", &[], |_| {}), none);
+    assert_eq!(
+        paid("openai", &["heuristic"], |_| {}),
+        vec!["openai (https://api.openai.com/v1)"]
+    );
+    assert_eq!(
+        paid("ollama", &["anthropic"], |_| {}),
+        vec!["anthropic (https://api.anthropic.com)"]
+    );
+    // After the heuristic nothing is ever asked.
+    assert_eq!(paid("heuristic", &["openai"], |_| {}), none);
+    assert_eq!(paid("ollama", &["heuristic", "openai"], |_| {}), none);
+    // A loopback endpoint is local, unless local providers are counted too.
+    let loopback = |c: &mut CompactSettings| c.openai.endpoint = "http://127.0.0.1:8080/v1".into();
+    assert_eq!(paid("openai", &[], loopback), none);
+    assert_eq!(
+        paid("openai", &["ollama"], |c| {
+            loopback(c);
+            c.budget_exempt_local = false;
+        }),
+        vec![
+            "openai (http://127.0.0.1:8080/v1)",
+            "ollama (http://localhost:11434)"
+        ]
+    );
+
+    let engine = Engine::new(CompactSettings {
+        provider: "openai".into(),
+        ..Default::default()
+    });
+    let scope = |talks| RegenerateScope { sessions: 3, talks };
+    let guard = RegenerateGuard::new(&engine, false);
+    assert!(guard.check(scope(REGENERATE_CONFIRM_ABOVE)).is_ok());
+    let err = guard
+        .check(scope(REGENERATE_CONFIRM_ABOVE + 1))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "regenerating would queue 51 talks in 3 sessions for the paid provider openai \
+         (https://api.openai.com/v1); more than 50 talks need confirmation"
+    );
+    assert!(
+        RegenerateGuard::new(&engine, true)
+            .check(scope(10_000))
+            .is_ok()
+    );
+    let local = Engine::new(CompactSettings::default());
+    assert!(
+        RegenerateGuard::new(&local, false)
+            .check(scope(10_000))
+            .is_ok()
     );
 }

@@ -16,6 +16,8 @@ pub enum ClientError {
     #[error("the service answered {status}: {message}")]
     Refused {
         status: reqwest::StatusCode,
+        /// The stable code of the API's error shape (`bad_parameter`, ...).
+        code: String,
         message: String,
     },
     #[error("the service's answer is not JSON")]
@@ -26,7 +28,7 @@ pub enum ClientError {
 
 /// POSTs `body` as JSON to `http://{addr}{path}` (with `token` as a bearer token when set)
 /// and returns the JSON answer; an answer other than 2xx is [`ClientError::Refused`] with the
-/// message of the API's error shape. `timeout` bounds the whole request, `connect` the
+/// code and message of the API's error shape. `timeout` bounds the whole request, `connect` the
 /// connection.
 pub fn post_json(
     addr: &str,
@@ -54,6 +56,7 @@ pub fn post_json(
     if !status.is_success() {
         return Err(ClientError::Refused {
             status,
+            code: v["error"]["code"].as_str().unwrap_or("").to_owned(),
             message: v["error"]["message"].as_str().unwrap_or("").to_owned(),
         });
     }

@@ -523,8 +523,10 @@ async fn compact_session(
     ))
 }
 
-/// Queues regeneration: body `{"level": "l1"|"l2"|"l3"|"all", "session": ID, "since": TIME}`,
-/// every field optional.
+/// Queues regeneration: body `{"level": "l1"|"l2"|"l3"|"all", "session": ID, "since": TIME,
+/// "confirm": BOOL}`, every field optional. Over more than
+/// [`queue::REGENERATE_CONFIRM_ABOVE`] talks with a paid provider in the chain, it is a 409
+/// `confirmation_required` (nothing queued) unless `confirm` is true.
 async fn compact_regenerate(
     State(st): State<ApiState>,
     RawQuery(q): RawQuery,
@@ -541,12 +543,11 @@ async fn compact_regenerate(
     let Some(obj) = v.as_object() else {
         return Err(ApiError::bad_parameter("the body must be a JSON object"));
     };
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !["level", "session", "since"].contains(&k.as_str()))
-    {
+    const FIELDS: &[&str] = &["level", "session", "since", "confirm"];
+    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(ApiError::bad_parameter(format!(
-            "unknown field `{k}`; accepted: level, session, since"
+            "unknown field `{k}`; accepted: {}",
+            FIELDS.join(", ")
         )));
     }
     let field = |k: &str| -> Result<Option<String>, ApiError> {
@@ -554,6 +555,13 @@ async fn compact_regenerate(
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(_) => Err(ApiError::bad_parameter(format!("`{k}` must be a string"))),
+        }
+    };
+    let confirmed = match obj.get("confirm") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(ApiError::bad_parameter("`confirm` must be true or false"));
         }
     };
     let levels =
@@ -570,12 +578,20 @@ async fn compact_regenerate(
         }
         None => None,
     };
+    let guard = queue::RegenerateGuard::new(&c.engine, confirmed);
     let queued = c
         .writer
-        .run(move |conn| queue::regenerate(conn, &levels, session, since))
+        .run(move |conn| queue::regenerate(conn, &levels, session, since, &guard))
         .await
         .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+        .map_err(|e| match e {
+            queue::RegenerateError::Confirmation(e) => ApiError {
+                status: StatusCode::CONFLICT,
+                code: "confirmation_required",
+                message: format!("{e}: send it again with \"confirm\": true to queue them"),
+            },
+            queue::RegenerateError::Store(e) => ApiError::internal(e),
+        })?;
     c.wake.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({"queued": queued}))))
 }
@@ -593,10 +609,14 @@ async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             c.engine
                 .budget_state()
                 .into_iter()
-                .map(|(p, used, paused)| json!({"provider": p, "tokens_today": used, "paused": paused,
-                    "why": paused.then_some("daily token budget reached: LLM jobs wait for tomorrow")}))
+                .map(|b| {
+                    let mut e = serde_json::to_value(&b).unwrap_or_default();
+                    e["why"] = json!(b.why());
+                    e
+                })
                 .collect::<Vec<_>>()
         );
+        v["paid_providers"] = json!(c.engine.paid_providers());
     }
     Ok(Json(v))
 }

@@ -221,6 +221,10 @@ pub enum CompactCommand {
         /// Only sessions active since (RFC 3339, a date or an age such as 7d).
         #[arg(long)]
         since: Option<String>,
+        /// Go ahead over more than 50 talks with a paid provider (one that is not the
+        /// heuristic, Ollama or a loopback endpoint) in the chain.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 
@@ -994,16 +998,21 @@ fn post_service(
     use crate::api::client::{ClientError, post_json};
     let token = &ctx.resolved.settings.api.token;
     let timeout = std::time::Duration::from_secs(30);
-    post_json(addr, token, path, &body, timeout, timeout).map_err(|e| match e {
-        ClientError::Refused { status, .. } => UserError {
+    post_json(addr, token, path, &body, timeout, timeout).map_err(|e| match &e {
+        ClientError::Refused { status, code, .. } => UserError {
             message: e.to_string(),
-            hint: None,
+            // The service's regeneration guard: the CLI's way to confirm.
+            hint: (code == "confirmation_required").then(|| REGENERATE_HINT.into()),
             code: if status.as_u16() == 404 { 3 } else { 2 },
         }
         .into(),
-        other => anyhow::Error::from(other),
+        _ => anyhow::Error::from(e),
     })
 }
+
+/// What a user refused by the regeneration guard can do.
+const REGENERATE_HINT: &str = "add --yes to queue them anyway (the daily token budget still \
+     applies), or narrow it with --session or --since";
 
 fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
     use crate::compact::queue;
@@ -1012,14 +1021,45 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
     if let CompactCommand::Status { json } = cmd {
         let conn = reader(ctx)?;
         let st = queue::status(&conn)?;
+        // The budget as the queue sees it: the chain's providers and today's spend.
+        let engine = crate::compact::Engine::new(s.compact.clone());
+        engine.load_spend(queue::spend_today(&conn)?);
+        let budget = engine.budget_state();
         let mut out = std::io::stdout().lock();
         if json {
             let mut v = serde_json::to_value(&st)?;
             v["chain"] = json!(s.compact.chain());
+            v["daily_token_budget"] = json!(s.compact.daily_token_budget);
+            v["budget"] = json!(
+                budget
+                    .iter()
+                    .map(|b| {
+                        let mut e = serde_json::to_value(b).unwrap_or_default();
+                        e["why"] = json!(b.why());
+                        e
+                    })
+                    .collect::<Vec<_>>()
+            );
+            v["paid_providers"] = json!(engine.paid_providers());
             writeln!(out, "{v}")?;
             return Ok(());
         }
         writeln!(out, "providers  {}", s.compact.chain().join(" → "))?;
+        for b in &budget {
+            let limit = match (b.paid, b.limit) {
+                (false, _) => "local, not counted".to_owned(),
+                (true, None) => "paid, no daily limit".to_owned(),
+                (true, Some(l)) => format!("paid, daily limit {l}"),
+            };
+            writeln!(
+                out,
+                "budget     {:<10} {} tokens today ({limit})",
+                b.provider, b.tokens_today
+            )?;
+            if let Some(why) = b.why() {
+                writeln!(out, "  paused: {why}")?;
+            }
+        }
         for (level, states) in &st.jobs {
             writeln!(
                 out,
@@ -1114,12 +1154,16 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
                 json!({}),
             )?,
             CompactCommand::Regenerate {
-                level, since: t, ..
+                level,
+                since: t,
+                yes,
+                ..
             } => post_service(
                 ctx,
                 &addr,
                 "/api/compact/regenerate",
-                json!({"level": level, "session": session_pk.as_ref().map(|s| &s.1), "since": t}),
+                json!({"level": level, "session": session_pk.as_ref().map(|s| &s.1), "since": t,
+                       "confirm": yes}),
             )?,
             CompactCommand::Status { .. } => unreachable!("handled above"),
         };
@@ -1145,6 +1189,31 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
     let sw = c.switches;
     let idle_before = c.idle_before();
     let started = std::time::Instant::now();
+    // A regeneration is counted and guarded before anything else is written: refused, it
+    // leaves the archive as it was.
+    let regenerated = match &cmd {
+        CompactCommand::Regenerate { level, yes, .. } => {
+            let levels = queue::regenerate_levels(Some(level)).unwrap_or_default();
+            let pk = session_pk.as_ref().map(|s| s.0);
+            let guard = queue::RegenerateGuard::new(&c.engine, *yes);
+            let res = runtime.block_on(
+                c.writer
+                    .run(move |conn| queue::regenerate(conn, &levels, pk, since, &guard)),
+            )?;
+            match res {
+                Err(queue::RegenerateError::Confirmation(e)) => {
+                    return Err(UserError {
+                        message: e.to_string(),
+                        hint: Some(REGENERATE_HINT.into()),
+                        code: 2,
+                    }
+                    .into());
+                }
+                other => other?,
+            }
+        }
+        _ => 0,
+    };
     let ran = runtime.block_on(async {
         c.start().await?;
         let queued = match &cmd {
@@ -1157,13 +1226,7 @@ fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
                 c.plan(vec![session_pk.as_ref().map_or(0, |s| s.0)], true, "cli")
                     .await
             }
-            CompactCommand::Regenerate { level, .. } => {
-                let levels = queue::regenerate_levels(Some(level)).unwrap_or_default();
-                let pk = session_pk.as_ref().map(|s| s.0);
-                c.writer
-                    .run(move |conn| queue::regenerate(conn, &levels, pk, since))
-                    .await??
-            }
+            CompactCommand::Regenerate { .. } => regenerated,
             CompactCommand::Status { .. } => 0,
         };
         let total = c.writer.run(|conn| queue::ready_count(conn)).await??;

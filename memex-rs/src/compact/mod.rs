@@ -146,6 +146,34 @@ pub struct NotNow {
     pub retry_after: Option<Duration>,
 }
 
+/// One provider's spend against the daily budget, for status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetState {
+    pub provider: String,
+    /// Tokens (in + out) spent today (UTC).
+    pub tokens_today: u64,
+    /// Counts against the budget (not a local provider exempted by `budget_exempt_local`).
+    pub paid: bool,
+    /// The daily limit; `None`: unlimited (`daily_token_budget = 0`) or not paid.
+    pub limit: Option<u64>,
+    /// The limit is reached: its jobs wait for the next UTC day.
+    pub paused: bool,
+}
+
+impl BudgetState {
+    /// Why the provider is paused, for status.
+    pub fn why(&self) -> Option<String> {
+        self.paused.then(|| {
+            format!(
+                "daily token budget reached ({} of {} tokens today): its jobs wait until 00:00 UTC; \
+                 raise [compact] daily_token_budget, or 0 for no limit",
+                self.tokens_today,
+                self.limit.unwrap_or(0)
+            )
+        })
+    }
+}
+
 enum Link {
     Heuristic,
     Llm(Arc<dyn ChatProvider>),
@@ -218,9 +246,39 @@ impl Engine {
         }
     }
 
+    /// Whether a provider is paid: its tokens count against the daily budget, and
+    /// regenerating much with it needs confirmation. Every provider is, except local ones
+    /// (Ollama, a loopback endpoint) while `budget_exempt_local` is on.
+    fn paid(&self, p: &dyn ChatProvider) -> bool {
+        !(self.settings.budget_exempt_local && p.is_local())
+    }
+
+    /// The chain's providers that can be reached: a heuristic link always answers, so nothing
+    /// after it is ever asked.
+    fn reachable(&self) -> impl Iterator<Item = &Arc<dyn ChatProvider>> {
+        self.chain.iter().map_while(|l| match l {
+            Link::Llm(p) => Some(p),
+            Link::Heuristic => None,
+        })
+    }
+
+    /// The paid providers the chain may ask, as `name (endpoint)`.
+    pub fn paid_providers(&self) -> Vec<String> {
+        self.reachable()
+            .filter(|p| self.paid(p.as_ref()))
+            .map(|p| {
+                let endpoint = self
+                    .settings
+                    .provider_settings(p.name())
+                    .map_or("", |s| s.endpoint.as_str());
+                format!("{} ({endpoint})", p.name())
+            })
+            .collect()
+    }
+
     fn over_budget(&self, p: &dyn ChatProvider) -> bool {
         let budget = self.settings.daily_token_budget;
-        if budget == 0 || (self.settings.budget_exempt_local && p.is_local()) {
+        if budget == 0 || !self.paid(p) {
             return false;
         }
         let s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
@@ -238,22 +296,26 @@ impl Engine {
         e.1 += tokens;
     }
 
-    /// Providers whose budget is spent for today.
-    pub fn budget_state(&self) -> Vec<(String, u64, bool)> {
+    /// Today's spend and budget of each provider the chain may ask.
+    pub fn budget_state(&self) -> Vec<BudgetState> {
         let day = today();
-        self.chain
-            .iter()
-            .filter_map(|l| match l {
-                Link::Llm(p) => {
-                    let used = {
-                        let s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
-                        s.get(p.name())
-                            .filter(|(d, _)| *d == day)
-                            .map_or(0, |x| x.1)
-                    };
-                    Some((p.name().to_owned(), used, self.over_budget(p.as_ref())))
+        self.reachable()
+            .map(|p| {
+                let tokens_today = {
+                    let s = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+                    s.get(p.name())
+                        .filter(|(d, _)| *d == day)
+                        .map_or(0, |x| x.1)
+                };
+                let paid = self.paid(p.as_ref());
+                let budget = self.settings.daily_token_budget;
+                BudgetState {
+                    provider: p.name().to_owned(),
+                    tokens_today,
+                    paid,
+                    limit: (paid && budget > 0).then_some(budget),
+                    paused: self.over_budget(p.as_ref()),
                 }
-                Link::Heuristic => None,
             })
             .collect()
     }
@@ -287,7 +349,11 @@ impl Engine {
                 Link::Llm(p) => p,
             };
             if self.over_budget(p.as_ref()) {
-                reasons.push(format!("{}: daily token budget reached", p.name()));
+                reasons.push(format!(
+                    "{}: daily token budget reached ({} tokens)",
+                    p.name(),
+                    self.settings.daily_token_budget
+                ));
                 wait = Some(wait.unwrap_or(Duration::MAX).min(Duration::from_secs(600)));
                 continue;
             }

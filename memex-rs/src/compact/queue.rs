@@ -993,16 +993,7 @@ impl Compactor {
     /// Loads today's spend and recovers from a crash; returns (jobs reset, jobs planned).
     pub async fn start(&self) -> Result<(usize, usize), crate::store::StoreError> {
         let sw = self.switches;
-        let spend = self
-            .pool
-            .with(|c| -> rusqlite::Result<Vec<(String, u64)>> {
-                let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
-                let mut st = c.prepare(
-                    "SELECT provider, tokens_input + tokens_output FROM llm_usage WHERE day = ?1",
-                )?;
-                st.query_map([day], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
-                    .collect()
-            })??;
+        let spend = self.pool.with(spend_today)??;
         self.engine.load_spend(spend);
         let idle_before = self.idle_before();
         let res = self
@@ -1145,6 +1136,15 @@ impl Compactor {
     }
 }
 
+/// Tokens (in + out) each provider spent today (UTC), for the budget.
+pub fn spend_today(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let mut st = conn
+        .prepare("SELECT provider, tokens_input + tokens_output FROM llm_usage WHERE day = ?1")?;
+    st.query_map([day], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+        .collect()
+}
+
 /// Jobs ready to run now.
 pub fn ready_count(conn: &Connection) -> rusqlite::Result<u64> {
     conn.query_row(
@@ -1166,32 +1166,128 @@ pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<&'static str>, Strin
     })
 }
 
-/// Queues regeneration of existing rows (and of talks never summarised) from raw.
+/// A regeneration over more talks than this needs confirmation (`--yes`, `"confirm": true`)
+/// when a paid provider would write it. A talk costs about 2,500 tokens on average with every
+/// layer on (BENCHMARKS.md, `memex-bench talk-cost`), so 50 talks are about 125,000 tokens,
+/// more than half the default daily budget: a session or two redone on purpose passes, while
+/// "regenerate everything" (a day's budget and more, for days) gets a second look first.
+pub const REGENERATE_CONFIRM_ABOVE: u64 = 50;
+
+/// What a regeneration covers, counted before anything is queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RegenerateScope {
+    /// Sessions it touches.
+    pub sessions: u64,
+    /// Talks it goes over: their L1 and L2 are rewritten, and an L3 is rebuilt from them.
+    pub talks: u64,
+}
+
+/// Whether a regeneration may go ahead: it may when it is small, when no paid provider would
+/// write it, or when someone confirmed.
+#[derive(Debug, Clone)]
+pub struct RegenerateGuard {
+    /// The chain's paid providers ([`Engine::paid_providers`]).
+    pub paid: Vec<String>,
+    pub confirmed: bool,
+}
+
+impl RegenerateGuard {
+    pub fn new(engine: &Engine, confirmed: bool) -> RegenerateGuard {
+        RegenerateGuard {
+            paid: engine.paid_providers(),
+            confirmed,
+        }
+    }
+
+    pub fn check(&self, scope: RegenerateScope) -> Result<(), ConfirmationRequired> {
+        if self.confirmed || self.paid.is_empty() || scope.talks <= REGENERATE_CONFIRM_ABOVE {
+            return Ok(());
+        }
+        Err(ConfirmationRequired {
+            scope,
+            paid: self.paid.clone(),
+        })
+    }
+}
+
+/// A large regeneration with a paid provider, refused until confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmationRequired {
+    pub scope: RegenerateScope,
+    pub paid: Vec<String>,
+}
+
+impl std::fmt::Display for ConfirmationRequired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |n: usize| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "regenerating would queue {} talks in {} session{} for the paid provider{} {}; \
+             more than {REGENERATE_CONFIRM_ABOVE} talks need confirmation",
+            self.scope.talks,
+            self.scope.sessions,
+            s(self.scope.sessions as usize),
+            s(self.paid.len()),
+            self.paid.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for ConfirmationRequired {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegenerateError {
+    #[error(transparent)]
+    Confirmation(#[from] ConfirmationRequired),
+    #[error("cannot queue the regeneration")]
+    Store(#[from] rusqlite::Error),
+}
+
+/// The sessions a regeneration covers, each with its talks up to the cursor (the last one is
+/// still open unless the session is idle: its turn comes with the normal flow).
+const REGENERATE_SESSIONS: &str =
+    "SELECT id, MAX(0, MIN(last_processed_prompt, prompt_count)) AS talks
+     FROM sessions WHERE prompt_count > 0
+       AND (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR updated_at >= ?2)";
+
+/// What [`regenerate`] would cover, without queueing anything.
+pub fn regenerate_scope(
+    conn: &Connection,
+    session: Option<i64>,
+    since: Option<i64>,
+) -> rusqlite::Result<RegenerateScope> {
+    conn.query_row(
+        &format!("SELECT COUNT(*), COALESCE(SUM(talks), 0) FROM ({REGENERATE_SESSIONS})"),
+        params![session, since],
+        |r| {
+            Ok(RegenerateScope {
+                sessions: r.get::<_, i64>(0)? as u64,
+                talks: r.get::<_, i64>(1)? as u64,
+            })
+        },
+    )
+}
+
+/// Queues regeneration of existing rows (and of talks never summarised) from raw, in one
+/// transaction: its scope is counted first, and when `guard` refuses it nothing is queued.
+/// Returns the jobs queued.
 pub fn regenerate(
     conn: &mut Connection,
     levels: &[&str],
     session: Option<i64>,
     since: Option<i64>,
-) -> rusqlite::Result<usize> {
+    guard: &RegenerateGuard,
+) -> Result<usize, RegenerateError> {
     let tx = conn.transaction()?;
+    guard.check(regenerate_scope(&tx, session, since)?)?;
     let sessions: Vec<(i64, i64)> = {
-        let mut st = tx.prepare(
-            "SELECT id, prompt_count FROM sessions WHERE prompt_count > 0
-               AND (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR updated_at >= ?2)",
-        )?;
+        let mut st = tx.prepare(REGENERATE_SESSIONS)?;
         st.query_map(params![session, since], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?
     };
     let mut n = 0;
-    for (pk, prompts) in sessions {
-        // Regeneration covers every talk up to the cursor (the last one is still open unless
-        // the session is idle: its turn comes with the normal flow).
-        let done: i64 = tx.query_row(
-            "SELECT last_processed_prompt FROM sessions WHERE id = ?1",
-            [pk],
-            |r| r.get(0),
-        )?;
-        for p in 1..=done.min(prompts) {
+    for (pk, talks) in sessions {
+        for p in 1..=talks {
             for level in ["l1", "l2"] {
                 if levels.contains(&level) {
                     n += enqueue(&tx, level, pk, p, "regenerate", true)?;
