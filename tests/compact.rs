@@ -381,6 +381,7 @@ fn an_outage_falls_back_per_row_or_waits_while_ingest_goes_on() {
     let res = srv
         .client()
         .post(srv.url("/api/compact/trigger"))
+        .json(&json!({}))
         .send()
         .unwrap();
     assert_eq!(res.status().as_u16(), 202);
@@ -685,6 +686,7 @@ fn the_api_asks_for_confirm_before_a_large_paid_regeneration() {
         let res = srv
             .client()
             .post(srv.url("/api/compact/regenerate"))
+            .header("content-type", "application/json")
             .body(body.to_owned())
             .send()
             .unwrap();
@@ -746,4 +748,44 @@ fn the_api_asks_for_confirm_before_a_large_paid_regeneration() {
         Some("openai")
     );
     assert_eq!(st["budget"][0]["limit"], 200_000, "{st}");
+}
+
+#[test]
+fn jobs_in_flight_at_shutdown_go_back_to_pending_at_once() {
+    let h = Home::with_fixtures();
+    write_sessions(&h);
+    // A model that takes far longer than the shutdown: jobs are claimed and in flight.
+    let llm = FakeLlm::start(Duration::from_secs(120));
+    let env = [
+        ("MEMEX_COMPACT_PROVIDER", "openai"),
+        ("MEMEX_COMPACT_OPENAI_ENDPOINT", llm.url.as_str()),
+        ("MEMEX_COMPACT_OPENAI_API_KEY", "sk-test"),
+        ("MEMEX_COMPACT_CONCURRENCY", "2"),
+    ];
+    let srv = h.serve(&env);
+    srv.wait_for(60, "jobs running", |s| {
+        let st = s.ok("/api/compact/status");
+        let running: i64 = ["l1", "l2", "l3"]
+            .iter()
+            .map(|l| st["jobs"][l]["running"].as_i64().unwrap())
+            .sum();
+        (running > 0 && !llm.requests.lock().unwrap().is_empty()).then_some(())
+    });
+    let (code, _) = srv.terminate();
+    assert!(code.success());
+    let conn = db(&h.data_dir());
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM compact_jobs WHERE state = 'running'"
+        ),
+        0,
+        "claimed jobs must be pending again when the service has stopped"
+    );
+    assert!(
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM compact_jobs WHERE state = 'pending'"
+        ) > 0
+    );
 }

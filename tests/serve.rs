@@ -478,7 +478,8 @@ fn bad_requests_get_a_clear_json_error_and_the_right_status() {
     let mut conn = std::net::TcpStream::connect(&s.addr).unwrap();
     write!(
         conn,
-        "POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"q\":",
+        "POST /api/search HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"q\":",
+        s.addr,
         2 << 20
     )
     .unwrap();

@@ -292,6 +292,7 @@ fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
     let res = srv
         .client()
         .post(srv.url("/api/compact/trigger"))
+        .json(&serde_json::json!({}))
         .send()
         .unwrap();
     assert!(res.status().is_success());
@@ -309,7 +310,7 @@ fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
     let res = srv
         .client()
         .post(srv.url("/api/compact/regenerate"))
-        .body(r#"{"level":"all"}"#)
+        .json(&serde_json::json!({"level": "all"}))
         .send()
         .unwrap();
     assert!(res.status().is_success(), "{:?}", res.text());

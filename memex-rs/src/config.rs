@@ -56,6 +56,8 @@ pub struct InjectSettings {
     pub record_prompts: bool,
     /// The hook's whole budget: reading its input, asking the service, answering.
     pub timeout_ms: u64,
+    /// Days the injection log keeps each hook call (0: forever).
+    pub log_days: u64,
 }
 
 impl Default for InjectSettings {
@@ -73,6 +75,7 @@ impl Default for InjectSettings {
             exclude_projects: Vec::new(),
             record_prompts: false,
             timeout_ms: 1000,
+            log_days: 90,
         }
     }
 }
@@ -182,6 +185,17 @@ pub struct ApiSettings {
     pub token: String,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// `Host` values served besides the bound address's own (`127.0.0.1:PORT`,
+    /// `localhost:PORT`, `[::1]:PORT`): a name without a port means that name on the bound
+    /// port. Every other `Host` is refused, so a web page whose name re-resolves to this
+    /// machine (DNS rebinding) cannot read the archive. `"*"` accepts any, only with a token.
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`https://app.example`) that may call the API from a browser: they get CORS
+    /// headers. Every other cross-site request is refused.
+    pub cors_origins: Vec<String>,
+    /// Let the hook and CLI clients send the token over plain HTTP to a non-loopback address
+    /// (where anyone on the path can read it).
+    pub allow_remote_token: bool,
 }
 
 /// The compact layers (L1 observations, L2 talk summaries, L3 session summaries) and who writes
@@ -353,6 +367,9 @@ impl Default for ApiSettings {
             bind: "127.0.0.1:10013".into(),
             token: String::new(),
             max_body_bytes: 1 << 20,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
+            allow_remote_token: false,
         }
     }
 }
@@ -490,6 +507,8 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
         .chain([
             "compact.fallback".to_owned(),
             "inject.exclude_projects".to_owned(),
+            "api.allowed_hosts".to_owned(),
+            "api.cors_origins".to_owned(),
         ])
         .collect();
     let set = |b: config::ConfigBuilder<config::builder::DefaultState>, key: &str, val: &str| {
@@ -625,6 +644,7 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
         3_600_000,
     )?;
     range("watch.debounce_ms", s.watch.debounce_ms, 0, 10_000)?;
+    range("inject.log_days", s.inject.log_days, 0, 36_500)?;
     range("watch.idle_minutes", s.watch.idle_minutes, 1, 10_080)?;
     range(
         "api.max_body_bytes",
@@ -646,6 +666,37 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             "api.token",
             "must not contain spaces or control characters".into(),
         );
+    }
+    for h in &s.api.allowed_hosts {
+        if h == "*" {
+            if s.api.token.is_empty() {
+                return bad(
+                    "api.allowed_hosts",
+                    "`*` (any Host) is accepted only together with api.token".into(),
+                );
+            }
+        } else if h.is_empty() || h.contains(['/', ' ', '@']) || h.chars().any(char::is_control) {
+            return bad(
+                "api.allowed_hosts",
+                format!("expects host names such as `memex.lan` or `memex.lan:10013`, got `{h}`"),
+            );
+        }
+    }
+    for o in &s.api.cors_origins {
+        let host = o
+            .strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+            .map(|h| h.trim_end_matches('/'));
+        if !host.is_some_and(|h| {
+            !h.is_empty()
+                && !h.contains(['/', ' ', '@', '?', '#'])
+                && !h.chars().any(char::is_control)
+        }) {
+            return bad(
+                "api.cors_origins",
+                format!("expects origins such as `https://app.example`, got `{o}`"),
+            );
+        }
     }
     let c = &s.compact;
     for (key, name) in std::iter::once(("compact.provider", &c.provider))

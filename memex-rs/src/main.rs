@@ -5,6 +5,12 @@ use clap::Parser;
 use memex::cli::{self, UserError};
 
 fn main() {
+    // Everything Memex writes (the archive, its WAL, logs, vectors, models, the lock) is the
+    // user's private data: files 0600 and folders 0700, whatever umask the shell had.
+    // SAFETY: umask only sets this process's file mode mask; no other thread runs yet.
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
         // A hook command must never fail: Claude Code treats exit code 2 (clap's usage error)

@@ -17,8 +17,78 @@ use crate::compact::queue;
 use crate::search::{self, Level, SearchParams};
 use crate::store::{ReadPool, read};
 
-/// Characters of one message's text returned by `get_session` (the rest is cut, and says so).
+/// Characters of one message's text, tool input or tool output returned by `get_session` (the
+/// rest is cut, and says so).
 const MESSAGE_CHARS: usize = 4000;
+
+/// The most one tool answer holds, in bytes of JSON (about 50,000 tokens: a quarter of a large
+/// context window). A page of messages that would be larger ends early (`next_offset` goes
+/// on from there); any other list is shortened and says how much was left out.
+pub const MAX_ANSWER_BYTES: usize = 200_000;
+
+/// `t` cut to [`MESSAGE_CHARS`] characters, saying so.
+fn cut_text(t: &str) -> Option<String> {
+    let n = t.chars().count();
+    (n > MESSAGE_CHARS).then(|| {
+        let cut: String = t.chars().take(MESSAGE_CHARS).collect();
+        format!("{cut} […cut; {n} characters in all]")
+    })
+}
+
+/// A message for a tool answer: text, tool output and tool input each cut to size.
+fn message_value(m: &read::MessageRow) -> Value {
+    let mut v = serde_json::to_value(m).unwrap_or(Value::Null);
+    for key in ["text", "tool_output"] {
+        if let Some(cut) = v[key].as_str().and_then(cut_text) {
+            v[key] = json!(cut);
+        }
+    }
+    if let Some(input) = m.tool_input.as_ref() {
+        let text = input.to_string();
+        if let Some(cut) = cut_text(&text) {
+            v["tool_input"] = json!(cut);
+        }
+    }
+    v
+}
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// Shortens the answer's longest lists until it fits in [`MAX_ANSWER_BYTES`], noting what was
+/// left out under `omitted`.
+fn fit(v: &mut Value) {
+    let mut size = json_len(v);
+    let mut omitted = serde_json::Map::new();
+    while size > MAX_ANSWER_BYTES {
+        let Some(obj) = v.as_object_mut() else { return };
+        let longest = obj
+            .iter()
+            .filter_map(|(k, x)| x.as_array().filter(|a| !a.is_empty()).map(|_| k.clone()))
+            .max_by_key(|k| json_len(&obj[k]));
+        let Some(key) = longest else { break };
+        let Some(last) = obj
+            .get_mut(&key)
+            .and_then(Value::as_array_mut)
+            .and_then(Vec::pop)
+        else {
+            break;
+        };
+        size = size.saturating_sub(json_len(&last) + 1);
+        let n = omitted.get(&key).and_then(Value::as_u64).unwrap_or(0);
+        omitted.insert(key, json!(n + 1));
+    }
+    if !omitted.is_empty() {
+        omitted.insert(
+            "why".into(),
+            json!(format!(
+                "tool answers are limited to {MAX_ANSWER_BYTES} bytes; narrow the request"
+            )),
+        );
+        v["omitted"] = Value::Object(omitted);
+    }
+}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SearchArgs {
@@ -78,7 +148,8 @@ fn internal(e: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error("the archive could not be read", None)
 }
 
-fn ok(v: Value) -> Result<CallToolResult, ErrorData> {
+fn ok(mut v: Value) -> Result<CallToolResult, ErrorData> {
+    fit(&mut v);
     Ok(CallToolResult::success(vec![ContentBlock::json(v)?]))
 }
 
@@ -165,7 +236,12 @@ impl MemexMcp {
         };
         let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
-            .read(move |c| search::search(c, &vectors.semantic(&rt), &params).map_err(internal))
+            .read(move |c| {
+                search::search(c, &vectors.semantic(&rt), &params).map_err(|e| match e {
+                    search::SearchError::TooManyTerms(_) => bad(e.to_string()),
+                    other => internal(other),
+                })
+            })
             .await?;
         ok(serde_json::to_value(res).map_err(internal)?)
     }
@@ -215,22 +291,20 @@ impl MemexMcp {
                 }
                 let (rows, total) = read::session_messages_page(c, s.pk, prompt, offset, limit)
                     .map_err(internal)?;
-                let page: Vec<Value> = rows
-                    .into_iter()
-                    .map(|m| {
-                        let mut v = serde_json::to_value(&m).unwrap_or(Value::Null);
-                        if let Some(t) = v["text"].as_str()
-                            && t.chars().count() > MESSAGE_CHARS
-                        {
-                            let cut: String = t.chars().take(MESSAGE_CHARS).collect();
-                            v["text"] = json!(format!(
-                                "{cut} […cut; {} characters in all]",
-                                t.chars().count()
-                            ));
-                        }
-                        v
-                    })
-                    .collect();
+                // The page ends early rather than exceed the answer's size; the next one goes on
+                // from there.
+                let budget = MAX_ANSWER_BYTES.saturating_sub(2 * json_len(&json!(s)) + 512);
+                let mut page: Vec<Value> = Vec::new();
+                let mut used = 0;
+                for m in &rows {
+                    let v = message_value(m);
+                    let n = json_len(&v) + 1;
+                    if !page.is_empty() && used + n > budget {
+                        break;
+                    }
+                    used += n;
+                    page.push(v);
+                }
                 let next = (offset + page.len() < total).then_some(offset + page.len());
                 Ok(json!({
                     "session": s, "messages": page, "offset": offset, "total": total,
@@ -297,5 +371,67 @@ impl ServerHandler for MemexMcp {
                  search_history finds them (raw messages or compact summaries), get_session \
                  reads one, get_recent_sessions and list_projects browse.",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(text: &str, input: Value, output: Option<String>) -> read::MessageRow {
+        read::MessageRow {
+            message_id: "m".into(),
+            role: "assistant".into(),
+            kind: "tool_call".into(),
+            prompt_number: 1,
+            timestamp: None,
+            text: text.into(),
+            tool_name: Some("Bash".into()),
+            tool_input: Some(input),
+            tool_output: output,
+            tool_call_id: None,
+            is_error: false,
+            model: None,
+            parent_id: None,
+            agent_id: None,
+            sidechain: false,
+            inherited: false,
+            duplicate: false,
+            active: true,
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn tool_input_and_output_are_cut_like_text() {
+        let huge = "x".repeat(1_000_000);
+        let v = message_value(&row(
+            &huge,
+            json!({"command": huge.clone()}),
+            Some(huge.clone()),
+        ));
+        let size = json_len(&v);
+        assert!(size < 4 * MESSAGE_CHARS, "{size}");
+        for key in ["text", "tool_output", "tool_input"] {
+            assert!(
+                v[key].as_str().unwrap().contains("characters in all"),
+                "{key}"
+            );
+        }
+        let small = message_value(&row("hi", json!({"command": "ls"}), Some("a".into())));
+        assert_eq!(small["tool_input"], json!({"command": "ls"}));
+    }
+
+    #[test]
+    fn no_answer_exceeds_the_budget() {
+        let item = json!({"summary": "y".repeat(3000)});
+        let mut v = json!({"talks": vec![item.clone(); 200], "observations": vec![item; 100], "session": "s"});
+        assert!(json_len(&v) > MAX_ANSWER_BYTES);
+        fit(&mut v);
+        assert!(json_len(&v) <= MAX_ANSWER_BYTES, "{}", json_len(&v));
+        let omitted = v["omitted"]["talks"].as_u64().unwrap()
+            + v["omitted"]["observations"].as_u64().unwrap_or(0);
+        assert!(omitted > 0);
+        assert_eq!(v["session"], "s");
     }
 }

@@ -154,10 +154,16 @@ pub struct SearchResponse {
     pub results: Vec<Hit>,
 }
 
+/// At most this many words and phrases per query: each costs an index lookup and a pass over
+/// the candidates' text, and no question needs more.
+pub const MAX_TERMS: usize = 32;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     #[error("limit must be between 1 and 1000, got {0}")]
     Limit(usize),
+    #[error("the query has {0} words and phrases; at most {MAX_TERMS} are searched at once")]
+    TooManyTerms(usize),
     #[error("search failed")]
     Sql(#[from] rusqlite::Error),
     #[error("vector search is unavailable: {0}")]
@@ -175,6 +181,9 @@ pub fn search(
         return Err(SearchError::Limit(p.limit));
     }
     let terms = fts::parse_query(&p.query);
+    if terms.len() > MAX_TERMS {
+        return Err(SearchError::TooManyTerms(terms.len()));
+    }
     let mut notice = None;
     let vectors = match (p.mode, sem) {
         (Mode::Fts, _) => None,

@@ -97,13 +97,22 @@ struct State {
     /// The file has `event_msg` lines, so prompts are the `user_message` events.
     events: bool,
     prompt: u32,
-    /// Text of the last prompt counted from a `response_item`, to recognise its event echo.
+    /// sha256 of the last prompt counted from a `response_item`, to recognise its event echo.
+    /// A digest, not the text: the cursor is stored, and must not keep a prompt's secrets.
+    /// (Cursors written before held the trimmed text itself; both are recognised.)
     last_item_prompt: Option<String>,
     subagent: bool,
     parent: Option<String>,
     model: Option<String>,
     cwd: Option<String>,
     branch: Option<String>,
+}
+
+/// What the state keeps of a prompt to recognise its echo.
+fn prompt_digest(text: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(text.trim().as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn handle(
@@ -289,7 +298,7 @@ fn item(
                     if prompt {
                         m.kind = MessageKind::UserPrompt;
                         m.prompt_number = new_prompt(st, info, &body);
-                        st.last_item_prompt = Some(body.trim().to_owned());
+                        st.last_item_prompt = Some(prompt_digest(&body));
                     } else if st.events && !text::is_codex_injected(&body) {
                         // The `user_message` event that follows is the prompt of record.
                         m.flags.duplicate = true;
@@ -386,7 +395,10 @@ fn event(
             m.role = Role::User;
             let plain = str_of(p, "kind").is_none_or(|k| k == "plain");
             let echo = st.last_item_prompt.take();
-            if echo.as_deref() == Some(text.trim()) {
+            if echo
+                .as_deref()
+                .is_some_and(|e| e == prompt_digest(&text) || e == text.trim())
+            {
                 // The prompt was already counted from its response_item copy.
                 m.flags.duplicate = true;
             } else if plain

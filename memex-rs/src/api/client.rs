@@ -24,20 +24,40 @@ pub enum ClientError {
     NotJson(#[source] reqwest::Error),
     #[error("cannot build the HTTP client")]
     Build(#[source] reqwest::Error),
+    #[error(
+        "refusing to send the API token in clear to {addr}, which is not a loopback address (set [api] allow_remote_token = true to allow it)"
+    )]
+    TokenInClear { addr: String },
+}
+
+/// Whether `addr` (`host:port`) is on this machine's loopback.
+fn is_loopback(addr: &str) -> bool {
+    if let Ok(a) = addr.parse::<std::net::SocketAddr>() {
+        return a.ip().is_loopback();
+    }
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.eq_ignore_ascii_case("localhost")
 }
 
 /// POSTs `body` as JSON to `http://{addr}{path}` (with `token` as a bearer token when set)
 /// and returns the JSON answer; an answer other than 2xx is [`ClientError::Refused`] with the
 /// code and message of the API's error shape. `timeout` bounds the whole request, `connect` the
-/// connection.
+/// connection. The token is sent to a non-loopback address only with `[api]
+/// allow_remote_token` (the request is plain HTTP).
 pub fn post_json(
     addr: &str,
-    token: &str,
+    api: &crate::config::ApiSettings,
     path: &str,
     body: &Value,
     timeout: Duration,
     connect: Duration,
 ) -> Result<Value, ClientError> {
+    let token = api.token.as_str();
+    if !token.is_empty() && !api.allow_remote_token && !is_loopback(addr) {
+        return Err(ClientError::TokenInClear {
+            addr: addr.to_owned(),
+        });
+    }
     let client = reqwest::blocking::Client::builder()
         .timeout(timeout)
         .connect_timeout(connect)
@@ -61,4 +81,32 @@ pub fn post_json(
         });
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_goes_in_clear_only_to_loopback_unless_allowed() {
+        let mut api = crate::config::ApiSettings {
+            token: "secret-token".into(),
+            ..Default::default()
+        };
+        let body = serde_json::json!({});
+        let short = Duration::from_millis(50);
+        let err =
+            post_json("192.0.2.10:10013", &api, "/api/inject", &body, short, short).unwrap_err();
+        assert!(matches!(err, ClientError::TokenInClear { .. }), "{err}");
+        let err =
+            post_json("memex.lan:10013", &api, "/api/inject", &body, short, short).unwrap_err();
+        assert!(matches!(err, ClientError::TokenInClear { .. }), "{err}");
+        // Loopback is fine (nothing listens on port 9 here: the refusal is the connection's).
+        let err = post_json("127.0.0.1:9", &api, "/x", &body, short, short).unwrap_err();
+        assert!(matches!(err, ClientError::Unreachable { .. }), "{err}");
+        api.allow_remote_token = true;
+        let err = post_json("192.0.2.10:10013", &api, "/x", &body, short, short).unwrap_err();
+        assert!(!matches!(err, ClientError::TokenInClear { .. }), "{err}");
+        assert!(is_loopback("localhost:1") && is_loopback("[::1]:1"));
+    }
 }

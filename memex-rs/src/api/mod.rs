@@ -6,6 +6,7 @@
 //! slow query never stalls the runtime and reads never wait for the writer.
 
 pub mod client;
+pub mod guard;
 
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
 use crate::search::{self, Level, SearchParams};
 use crate::service::Shared;
-use crate::store::{ReadPool, read};
+use crate::store::{ReadPool, forget, read};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -30,12 +31,16 @@ pub struct ApiState {
     pub pool: ReadPool,
     pub state: Shared,
     pub settings: Arc<Settings>,
-    /// When set, every request must carry `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// Who may call: the bound address, allowed hosts and origins, the token (when set, every
+    /// request must carry `Authorization: Bearer <token>`).
+    pub policy: Arc<guard::Policy>,
     /// Reads running at once. Searches are CPU-bound: more of them than cores only adds
     /// contention, and each needs a connection with a warm cache, so requests beyond this wait
     /// (cheaply, as futures) instead.
     pub readers: Arc<tokio::sync::Semaphore>,
+    /// Reads of the Claude Code hooks (`POST /api/inject`), apart from the others: a hook has
+    /// one second in all, and must never wait behind a burst of searches.
+    pub hook_readers: Arc<tokio::sync::Semaphore>,
     /// The compact queue (absent: compaction cannot be triggered through this server).
     pub compactor: Option<Compactor>,
     /// The vector layer (or why there is none).
@@ -109,6 +114,8 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/compact/regenerate", post(compact_regenerate))
         .route("/api/compact/status", get(compact_status))
         .route("/api/inject", post(inject_handler))
+        .route("/api/forget", post(forget_handler))
+        .route("/api/scrub", post(scrub_handler))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -116,22 +123,38 @@ pub fn router(st: ApiState) -> Router {
         .with_state(st)
 }
 
-/// Authentication and the body limit, before any handler runs.
+/// Host, origin, authentication, content type and the body limit, before any handler runs
+/// (see [`guard`]).
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
-    if let Some(token) = &st.token {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+    let policy = &st.policy;
+    if let Err(e) = guard::check_host(policy, req.headers()) {
+        return e.into_response();
+    }
+    let cors = match policy.check_origin(req.headers()) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    if req.method() == axum::http::Method::OPTIONS
+        && let Some(origin) = cors
+    {
+        return guard::preflight(origin);
+    }
+    if let Some(token) = &policy.token {
+        let given = guard::bearer(req.headers());
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-            return ApiError {
-                status: StatusCode::UNAUTHORIZED,
-                code: "unauthorized",
-                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
-            }
-            .into_response();
+            return with_cors(
+                ApiError {
+                    status: StatusCode::UNAUTHORIZED,
+                    code: "unauthorized",
+                    message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
+                }
+                .into_response(),
+                cors,
+            );
         }
+    }
+    if let Err(e) = guard::check_content_type(req.method(), req.headers()) {
+        return with_cors(e.into_response(), cors);
     }
     let max = st.settings.api.max_body_bytes;
     let declared = req
@@ -140,14 +163,56 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
-        return ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "payload_too_large",
-            message: format!("request bodies are limited to {max} bytes"),
-        }
-        .into_response();
+        return with_cors(
+            ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                code: "payload_too_large",
+                message: format!("request bodies are limited to {max} bytes"),
+            }
+            .into_response(),
+            cors,
+        );
     }
-    next.run(req).await
+    with_cors(json_errors(next.run(req).await).await, cors)
+}
+
+/// Errors that did not come from a handler (axum's own rejections: a path that does not
+/// decode, a body over the limit) in the API's one error shape.
+async fn json_errors(res: Response) -> Response {
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let code = match parts.status {
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let message = String::from_utf8_lossy(&text).trim().to_owned();
+    ApiError {
+        status: parts.status,
+        code,
+        message: if message.is_empty() {
+            parts.status.to_string()
+        } else {
+            message
+        },
+    }
+    .into_response()
+}
+
+fn with_cors(mut res: Response, origin: Option<HeaderValue>) -> Response {
+    if let Some(o) = origin {
+        guard::cors_headers(res.headers_mut(), o);
+    }
+    res
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -172,17 +237,62 @@ async fn method_not_allowed() -> ApiError {
     }
 }
 
-/// Runs a read on a pooled connection, off the runtime threads.
+/// The longest a read may run: far above any search at a million messages (BENCHMARKS.md), so
+/// only a request crafted to be expensive reaches it, and then it is stopped instead of holding
+/// a reader slot and a core.
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs a read on a pooled connection, off the runtime threads, within [`READ_DEADLINE`].
 async fn read<T: Send + 'static>(
     st: &ApiState,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let _slot = st.readers.acquire().await.map_err(ApiError::internal)?;
+    read_in(st, &st.readers, f).await
+}
+
+async fn read_in<T: Send + 'static>(
+    st: &ApiState,
+    slots: &tokio::sync::Semaphore,
+    f: impl FnOnce(&rusqlite::Connection) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _slot = slots.acquire().await.map_err(ApiError::internal)?;
     let pool = st.pool.clone();
-    tokio::task::spawn_blocking(move || pool.with(f))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?
+    let expired = Arc::new(AtomicBool::new(false));
+    let flag = expired.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        pool.with(|c| {
+            let deadline = std::time::Instant::now() + READ_DEADLINE;
+            // SQLite calls this every few thousand steps; `true` interrupts the statement.
+            c.progress_handler(
+                10_000,
+                Some(move || {
+                    let over = std::time::Instant::now() > deadline;
+                    if over {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                    over
+                }),
+            );
+            let out = f(c);
+            c.progress_handler(0, None::<fn() -> bool>);
+            out
+        })
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    if expired.load(Ordering::Relaxed) {
+        return Err(ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "too_expensive",
+            message: format!(
+                "the request ran longer than {} s and was stopped; narrow it (fewer or rarer words, a filter)",
+                READ_DEADLINE.as_secs()
+            ),
+        });
+    }
+    out
 }
 
 /// Query parameters, checked against the ones an endpoint accepts.
@@ -360,9 +470,9 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
         search::search(c, &vectors.semantic(&rt), &params).map_err(|e| match e {
-            search::SearchError::Limit(_) | search::SearchError::NoVectors(_) => {
-                ApiError::bad_parameter(e.to_string())
-            }
+            search::SearchError::Limit(_)
+            | search::SearchError::TooManyTerms(_)
+            | search::SearchError::NoVectors(_) => ApiError::bad_parameter(e.to_string()),
             other => ApiError::internal(other),
         })
     })
@@ -621,6 +731,124 @@ async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
     Ok(Json(v))
 }
 
+/// Reads the selector of a forget request: exactly one of `session`, `project`, `before`,
+/// `match`, each a string, and `dry_run`. Shared by `memex forget` and `POST /api/forget`.
+pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> {
+    let Some(obj) = body.as_object() else {
+        return Err("the body must be a JSON object".into());
+    };
+    const FIELDS: &[&str] = &["session", "project", "before", "match", "dry_run"];
+    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field `{k}`; accepted: {}",
+            FIELDS.join(", ")
+        ));
+    }
+    let mut chosen = Vec::new();
+    for key in ["session", "project", "before", "match"] {
+        match obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if !s.trim().is_empty() => chosen.push((key, s.trim())),
+            Some(_) => return Err(format!("`{key}` must be a non-empty string")),
+        }
+    }
+    let dry_run = match obj.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("`dry_run` must be true or false".into()),
+    };
+    let [(key, v)] = chosen[..] else {
+        return Err(
+            "say what to forget with exactly one of `session`, `project`, `before`, `match`".into(),
+        );
+    };
+    let sel = match key {
+        "session" => forget::Selector::Session(v.to_owned()),
+        "project" => forget::Selector::Project(v.to_owned()),
+        "before" => {
+            forget::Selector::Before(search::parse_time(v).map_err(|e| format!("`before`: {e}"))?)
+        }
+        _ => forget::Selector::Match(v.to_owned()),
+    };
+    Ok((sel, dry_run))
+}
+
+/// `POST /api/forget`: body as [`forget_request`]. Answers what was (or, with `dry_run`, would
+/// be) removed.
+async fn forget_handler(
+    State(st): State<ApiState>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    Params::parse(q, &[])?;
+    let w = st.writer.clone().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "read_only",
+        message: "this server cannot write to the archive".into(),
+    })?;
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?;
+    let (sel, dry_run) = forget_request(&v).map_err(ApiError::bad_parameter)?;
+    let report = w
+        .run(move |c| forget::forget(c, &sel, dry_run))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| match e {
+            forget::ForgetError::NoSession(_) => ApiError {
+                status: StatusCode::NOT_FOUND,
+                code: "session_not_found",
+                message: e.to_string(),
+            },
+            forget::ForgetError::Sqlite(e) => ApiError::internal(e),
+            other => ApiError::bad_parameter(other.to_string()),
+        })?;
+    if !dry_run {
+        tracing::info!(
+            sessions = report.sessions,
+            messages = report.messages,
+            "forgotten on request"
+        );
+    }
+    serde_json::to_value(report)
+        .map(Json)
+        .map_err(ApiError::internal)
+}
+
+/// `POST /api/scrub` (body `{}`): the current redaction rules over everything stored.
+async fn scrub_handler(
+    State(st): State<ApiState>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    Params::parse(q, &[])?;
+    let v: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?
+    };
+    if v.as_object().is_none_or(|o| !o.is_empty()) {
+        return Err(ApiError::bad_parameter(
+            "the body must be an empty JSON object",
+        ));
+    }
+    let w = st.writer.clone().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "read_only",
+        message: "this server cannot write to the archive".into(),
+    })?;
+    let fts_max = st.settings.store.fts_max_bytes;
+    let logs = st.settings.data_dir().join("logs");
+    let report = w
+        .run(move |c| forget::scrub(c, fts_max, Some(&logs), &|_, _| {}))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    serde_json::to_value(report)
+        .map(Json)
+        .map_err(ApiError::internal)
+}
+
 /// How long the embedding model stays loaded after a hook injection: prompts come minutes
 /// apart, and one must not wait for the model to load.
 const INJECT_KEEP_LOADED_MS: i64 = 30 * 60 * 1000;
@@ -654,7 +882,7 @@ async fn inject_handler(
     }
     let ts = chrono::Utc::now().timestamp_millis();
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
-    let (mut res, req, opts) = read(&st, move |c| {
+    let (mut res, req, opts) = read_in(&st, &st.hook_readers, move |c| {
         let res =
             inject::answer(c, &vectors.semantic(&rt), &req, &opts).map_err(ApiError::internal)?;
         Ok((res, req, opts))
@@ -671,9 +899,12 @@ async fn inject_handler(
             prompt: req.prompt.filter(|_| opts.record_prompt),
             response: res,
         };
-        let redact = st.settings.store.redact;
+        let (redact, log_days) = (st.settings.store.redact, st.settings.inject.log_days);
         tokio::spawn(async move {
-            match w.run(move |c| inject::record(c, &record, redact)).await {
+            match w
+                .run(move |c| inject::record(c, &record, redact, log_days))
+                .await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "cannot log an injection"),
                 Err(e) => tracing::warn!(error = %e, "cannot log an injection"),

@@ -1,5 +1,6 @@
 //! The `memex` command line: argument parsing and the one-shot commands. Data goes to stdout
 //! (`--json` wherever output is data), progress and diagnostics to stderr.
+mod forget;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -53,6 +54,16 @@ pub enum Command {
     /// The MCP server on stdio (search_history, get_session, get_recent_sessions,
     /// list_projects), reading the archive directly.
     Mcp,
+    /// Remove sessions or messages for good: messages, raw records, search rows, vectors,
+    /// summaries and logged injections. A later import of the same files does not bring them
+    /// back. Asks first (or --yes); --dry-run only counts.
+    Forget(forget::ForgetArgs),
+    /// Apply the current redaction rules to everything already stored (text, raw records,
+    /// titles, summaries, search rows, the injection log, log files).
+    Scrub {
+        #[arg(long)]
+        json: bool,
+    },
     /// Rebuild derived indexes from the archive.
     Reindex {
         /// Drop every vector and embed everything again with the configured model (with a
@@ -331,6 +342,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Compact { command } => compact(&ctx, command),
         Command::Mcp => mcp(&ctx),
         Command::Reindex { vectors: _ } => reindex_vectors(&ctx),
+        Command::Forget(a) => forget::run_forget(&ctx, a),
+        Command::Scrub { json } => forget::run_scrub(&ctx, json),
         Command::Models { command } => models(&ctx, command),
         Command::Inject { .. } | Command::Hook { .. } => unreachable!("handled above"),
         Command::Hooks { command } => hooks(&ctx, &cli_globals, command),
@@ -765,6 +778,10 @@ fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
                 e.to_string(),
                 "`memex status` shows the vector layer; --mode fts searches without it",
             ),
+            search::SearchError::TooManyTerms(_) => user_error(
+                e.to_string(),
+                "keep the words that matter; a \"quoted phrase\" counts as one",
+            ),
             other => other.into(),
         })?;
     let mut out = std::io::stdout().lock();
@@ -996,9 +1013,14 @@ fn post_service(
     body: serde_json::Value,
 ) -> Result<serde_json::Value> {
     use crate::api::client::{ClientError, post_json};
-    let token = &ctx.resolved.settings.api.token;
-    let timeout = std::time::Duration::from_secs(30);
-    post_json(addr, token, path, &body, timeout, timeout).map_err(|e| match &e {
+    let api = &ctx.resolved.settings.api;
+    // Forgetting and scrubbing rewrite the archive's file: minutes on a large one.
+    let timeout = std::time::Duration::from_secs(match path {
+        "/api/forget" | "/api/scrub" => 3600,
+        _ => 30,
+    });
+    let connect = std::time::Duration::from_secs(30);
+    post_json(addr, api, path, &body, timeout, connect).map_err(|e| match &e {
         ClientError::Refused { status, code, .. } => UserError {
             message: e.to_string(),
             // The service's regeneration guard: the CLI's way to confirm.

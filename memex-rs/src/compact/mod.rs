@@ -88,6 +88,53 @@ pub struct SessionSummary {
     pub talks_covered: i64,
 }
 
+/// A row with the redaction rules applied to its text: a model may echo what it was shown (or,
+/// with `[store] redact` off, what was stored), and nothing unredacted is written.
+pub trait Redacted {
+    fn redacted(&self) -> Self;
+}
+
+fn r(s: &str) -> String {
+    crate::store::redact::redact_text(s).0.into_owned()
+}
+
+fn rs(v: &[String]) -> Vec<String> {
+    v.iter().map(|s| r(s)).collect()
+}
+
+impl Redacted for Observation {
+    fn redacted(&self) -> Self {
+        Observation {
+            title: r(&self.title),
+            subtitle: r(&self.subtitle),
+            facts: rs(&self.facts),
+            narrative: r(&self.narrative),
+            ..self.clone()
+        }
+    }
+}
+
+impl Redacted for TalkSummary {
+    fn redacted(&self) -> Self {
+        TalkSummary {
+            user_request: r(&self.user_request),
+            summary: r(&self.summary),
+            completed: r(&self.completed),
+            ..self.clone()
+        }
+    }
+}
+
+impl Redacted for SessionSummary {
+    fn redacted(&self) -> Self {
+        SessionSummary {
+            summary: r(&self.summary),
+            key_points: rs(&self.key_points),
+            ..self.clone()
+        }
+    }
+}
+
 /// Who wrote a row and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provenance {
@@ -358,9 +405,11 @@ impl Engine {
                 continue;
             }
             let language = prompt::language(lang, &self.settings.language);
+            // Stored text is redacted already, unless `[store] redact` is off; what leaves for
+            // a provider is redacted either way.
             let req = ChatRequest {
                 system: system(&language),
-                user: user(),
+                user: crate::store::redact::redact_text(&user()).0.into_owned(),
                 max_tokens: 1024,
                 json: true,
             };

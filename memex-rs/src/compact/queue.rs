@@ -24,7 +24,7 @@ use tokio::sync::{Notify, watch};
 
 use super::heuristic::{self, estimate_tokens};
 use super::{
-    Call, Engine, Lang, NotNow, Observation, Provenance, SessionSummary, Switches, Talk,
+    Call, Engine, Lang, NotNow, Observation, Provenance, Redacted, SessionSummary, Switches, Talk,
     TalkSummary, Written, prompt,
 };
 use crate::store::{ReadPool, Writer, fts};
@@ -559,7 +559,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                 &[pk, job.prompt_number],
             )?;
             for w in obs {
-                let o = &w.value;
+                let o = &w.value.redacted();
                 let p = prov_params(&w.provenance);
                 tx.execute(
                     "INSERT INTO observations (session_pk, prompt_number, first_message_id, last_message_id,
@@ -593,7 +593,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             raw_tokens,
             ts,
         } => {
-            let t = &w.value;
+            let t = &w.value.redacted();
             let p = prov_params(&w.provenance);
             unindex(
                 &tx,
@@ -639,7 +639,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             written: w,
             raw_tokens,
         } => {
-            let s = &w.value;
+            let s = &w.value.redacted();
             let p = prov_params(&w.provenance);
             let created: Option<i64> = tx
                 .query_row(
@@ -737,15 +737,46 @@ pub fn defer(
     Ok(())
 }
 
-/// Releases claimed jobs that were not run (shutting down).
-pub fn release(conn: &Connection, jobs: &[Job]) -> rusqlite::Result<()> {
-    for j in jobs {
-        conn.execute(
-            "UPDATE compact_jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'",
-            [j.id],
-        )?;
+/// Releases claimed jobs that were not run (shutting down, a failed step).
+pub fn release(conn: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(
+        "UPDATE compact_jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'",
+    )?;
+    for id in ids {
+        st.execute([id])?;
     }
     Ok(())
+}
+
+/// Jobs a worker has claimed and not finished. Whatever ends the step early (shutdown dropping
+/// its future, a read or write error, a panic) puts them back to pending at once: they must
+/// not wait, marked running, for the next start.
+struct Claimed {
+    writer: crate::store::Writer,
+    ids: Vec<i64>,
+}
+
+impl Claimed {
+    fn done(&mut self, id: i64) {
+        self.ids.retain(|&i| i != id);
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if self.ids.is_empty() {
+            return;
+        }
+        let (writer, ids) = (self.writer.clone(), std::mem::take(&mut self.ids));
+        // Drop may run on a runtime thread: the writer is waited for on a thread of its own.
+        let _ = std::thread::Builder::new()
+            .name("memex-release".into())
+            .spawn(move || match writer.call(move |c| release(c, &ids)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot release compact jobs"),
+                Err(e) => tracing::warn!(error = %e, "cannot release compact jobs"),
+            });
+    }
 }
 
 /// Queue and layer figures for `memex compact status`, `/api/compact/status` and stats.
@@ -1043,6 +1074,10 @@ impl Compactor {
         if jobs.is_empty() {
             return Ok(0);
         }
+        let mut claimed = Claimed {
+            writer: self.writer.clone(),
+            ids: jobs.iter().map(|j| j.id).collect(),
+        };
         let mut ran = 0;
         let pk = jobs[0].session_pk;
         let talk_jobs = jobs
@@ -1061,8 +1096,9 @@ impl Compactor {
         };
         for (i, job) in jobs.iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
-                let rest = jobs[i..].to_vec();
+                let rest: Vec<i64> = jobs[i..].iter().map(|j| j.id).collect();
                 self.writer.run(move |c| release(c, &rest)).await??;
+                claimed.ids.clear();
                 break;
             }
             let pool = self.pool.clone();
@@ -1076,6 +1112,7 @@ impl Compactor {
             let job = job.clone();
             let max = self.engine.settings.max_attempts;
             ran += 1;
+            let id = job.id;
             match res {
                 Ok(out) => self.writer.run(move |c| commit(c, &job, &out)).await??,
                 Err(e) => {
@@ -1084,6 +1121,7 @@ impl Compactor {
                     self.writer.run(move |c| defer(c, &job, &e, max)).await??
                 }
             }
+            claimed.done(id);
         }
         drop(data);
         // A large batch leaves its messages' text freed behind it.

@@ -119,6 +119,13 @@ impl Embedder for Remote {
     }
 
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Whatever leaves the machine is redacted: stored text is already (unless `[store]
+        // redact` is off), a search query or a hook's prompt is not.
+        let redacted: Vec<String> = texts
+            .iter()
+            .map(|t| crate::store::redact::redact_text(t).0.into_owned())
+            .collect();
+        let texts = &redacted[..];
         // On the blocking pool of the service's runtime, that runtime drives the request;
         // from plain code (the CLI), a short-lived one does.
         let out = match tokio::runtime::Handle::try_current() {

@@ -90,7 +90,7 @@ fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Resul
         .ok_or("out of time before asking the service")?;
     crate::api::client::post_json(
         &service_addr(settings),
-        &settings.api.token,
+        &settings.api,
         path,
         body,
         left,

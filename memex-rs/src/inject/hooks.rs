@@ -275,7 +275,27 @@ fn put(hooks: &mut Map<String, Value>, kind: Kind, command: &str) {
     groups.push(json!({"matcher": "", "hooks": [entry]}));
 }
 
+/// The file a settings path stands for: dotfile managers make `settings.json` a symbolic link
+/// into their repository, and writing must go through the link, not replace it with a file.
+fn through_links(path: &Path) -> PathBuf {
+    let mut p = path.to_owned();
+    // As many hops as the kernel follows before it gives up (ELOOP).
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(target) => {
+                p = match p.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            Err(_) => break,
+        }
+    }
+    p
+}
+
 fn write(path: &Path, root: &Map<String, Value>, existed: bool) -> Result<Change, HooksError> {
+    let path = &through_links(path);
     let err = |source| HooksError::Write {
         path: path.into(),
         source,
@@ -391,6 +411,36 @@ mod tests {
         assert_eq!(kind_of("echo memex inject --mode smart"), None);
         assert_eq!(kind_of("notmemex inject --mode smart"), None);
         assert_eq!(kind_of(""), None);
+    }
+
+    #[test]
+    fn a_linked_settings_file_is_written_through_its_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles/claude");
+        std::fs::create_dir_all(&dotfiles).unwrap();
+        let real = dotfiles.join("settings.json");
+        std::fs::write(&real, "{\"model\": \"opus\"}\n").unwrap();
+        let claude = dir.path().join(".claude");
+        std::fs::create_dir_all(&claude).unwrap();
+        let link = claude.join("settings.json");
+        std::os::unix::fs::symlink("../dotfiles/claude/settings.json", &link).unwrap();
+        install(&link, &[Kind::Smart], |_| {
+            "memex inject --mode smart".into()
+        })
+        .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link must stay a link"
+        );
+        let text = std::fs::read_to_string(&real).unwrap();
+        assert!(
+            text.contains("memex inject --mode smart") && text.contains("opus"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), text);
     }
 
     #[test]

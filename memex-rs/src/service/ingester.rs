@@ -40,7 +40,7 @@ impl Ingester {
                 .insert((agent.clone(), root.clone(), root.clone()));
         }
         let started = Instant::now();
-        self.ingest(all, "backfill");
+        let mut retry = self.ingest(all, "backfill");
         if self.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -49,9 +49,27 @@ impl Ingester {
             "backfill done; watching"
         );
         self.state.set_phase("watching");
-        while let Some(mut change) = changes.blocking_recv() {
+        loop {
+            let (mut change, mut n) = if retry.is_empty() {
+                match changes.blocking_recv() {
+                    Some(c) => (c, 1),
+                    None => break,
+                }
+            } else {
+                // Files whose batch could not be stored are read again from their last stored
+                // cursor after a pause, or with the next change, whichever comes first.
+                match self.wait_for_change(&mut changes, RETRY_AFTER) {
+                    Ok(Some(c)) => (c, 1),
+                    Ok(None) => (Change::default(), 0),
+                    Err(()) => break,
+                }
+            };
+            for job in retry.drain(..) {
+                change
+                    .files
+                    .insert((job.agent.to_owned(), job.root, job.path));
+            }
             // Everything queued meanwhile is one ingest.
-            let mut n = 1;
             while let Ok(more) = changes.try_recv() {
                 change.merge(more);
                 n += 1;
@@ -59,7 +77,7 @@ impl Ingester {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.ingest(change, "change");
+            retry = self.ingest(change, "change");
             self.state
                 .ingest
                 .changes_done
@@ -67,7 +85,31 @@ impl Ingester {
         }
     }
 
-    fn ingest(&self, change: Change, what: &'static str) {
+    /// The next change, or `None` after `wait`; `Err` when the watcher is gone or the service
+    /// stops.
+    fn wait_for_change(
+        &self,
+        changes: &mut mpsc::Receiver<Change>,
+        wait: std::time::Duration,
+    ) -> Result<Option<Change>, ()> {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(());
+            }
+            match changes.try_recv() {
+                Ok(c) => return Ok(Some(c)),
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => return Err(()),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ingests one change; returns the files to read again (a batch could not be stored).
+    fn ingest(&self, change: Change, what: &'static str) -> Vec<Job> {
         let stats = &self.state.ingest;
         let mut jobs: BTreeMap<PathBuf, Job> = BTreeMap::new();
         let mut full_roots = Vec::new();
@@ -129,7 +171,7 @@ impl Ingester {
             Err(e) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "cannot write to the archive");
-                return;
+                return Vec::new();
             }
         };
         let stopped = self.stop.load(Ordering::Relaxed);
@@ -205,8 +247,12 @@ impl Ingester {
         if report.bytes >= RELEASE_AFTER_BYTES {
             crate::memory::release_free_memory();
         }
+        report.failed
     }
 }
+
+/// How long a file whose batch could not be stored waits before it is read again.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// After an ingest of at least this much, freed memory is handed back to the system.
 const RELEASE_AFTER_BYTES: u64 = 1 << 20;

@@ -177,8 +177,7 @@ pub async fn run(
     on_listen: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let s = &cfg.settings;
-    let token = (!s.api.token.is_empty()).then(|| s.api.token.clone());
-    if token.is_none() && !cfg.bind.ip().is_loopback() {
+    if s.api.token.is_empty() && !cfg.bind.ip().is_loopback() {
         return Err(ServeError::NoToken(cfg.bind));
     }
     let data_dir = s.data_dir();
@@ -287,8 +286,9 @@ pub async fn run(
         pool: store::ReadPool::new(&data_dir),
         state: state.clone(),
         settings: Arc::new(cfg.settings.clone()),
-        token,
+        policy: Arc::new(crate::api::guard::Policy::new(addr, &cfg.settings.api)),
         readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
+        hook_readers: Arc::new(tokio::sync::Semaphore::new(2)),
         compactor: Some(compactor.clone()),
         vectors: vectors.clone(),
         writer: Some(writer.clone()),

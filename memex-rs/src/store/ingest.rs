@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use ai_cli_session_collector::{
     AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, ParsedMessage, SessionInfo,
+    TitleSource, text,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
@@ -135,6 +136,10 @@ pub struct ImportReport {
     /// The sessions that got new or changed messages, with their last activity (epoch ms).
     #[serde(skip)]
     pub touched: HashMap<i64, Option<i64>>,
+    /// Files whose batch could not be stored: each stopped at its last stored batch (its
+    /// cursor), to be read again from there.
+    #[serde(skip)]
+    pub failed: Vec<Job>,
 }
 
 /// A file to ingest.
@@ -232,6 +237,28 @@ pub fn ingest_file(
             })?;
         let progressed = out.cursor.offset != cursor.offset || !out.messages.is_empty();
         let at_end = out.at_end;
+        // A title is derived from text, so it is derived again from the redacted text: the
+        // adapter cut it to one line first, which can leave the start of a `<private>` block or
+        // of a key in it, where no rule can recognise it any more.
+        let mut titles: HashMap<String, String> = HashMap::new();
+        if opts.redact {
+            for info in &out.sessions {
+                if let Some((src, t)) = &info.title {
+                    let from_prompt = (*src == TitleSource::FirstPrompt)
+                        .then(|| {
+                            out.messages.iter().find(|m| {
+                                m.session_id == info.session_id && m.kind == MessageKind::UserPrompt
+                            })
+                        })
+                        .flatten();
+                    let title = match from_prompt {
+                        Some(m) => text::prompt_title(&redact::redact_text(&m.text).0),
+                        None => redacted_title(t),
+                    };
+                    titles.insert(info.session_id.clone(), title);
+                }
+            }
+        }
         let mut messages: Vec<Prepared> =
             out.messages.into_iter().map(|m| prepare(m, opts)).collect();
         let raw_blocks = pack_raw(&mut messages);
@@ -239,10 +266,10 @@ pub fn ingest_file(
             .sessions
             .into_iter()
             .map(|mut info| {
-                if opts.redact
-                    && let Some((_, t)) = info.title.as_mut()
+                if let Some((_, t)) = info.title.as_mut()
+                    && let Some(safe) = titles.get(&info.session_id)
                 {
-                    *t = redact::redact_text(t).0.into_owned();
+                    *t = safe.clone();
                 }
                 let git_root = info.project_path.as_ref().and_then(|p| {
                     git_roots
@@ -270,6 +297,24 @@ pub fn ingest_file(
         if at_end || !progressed || !go_on {
             return Ok(true);
         }
+    }
+}
+
+/// A title redacted on its own (no prompt to derive it from): the rules, then whatever follows
+/// a `<private>` whose end the one-line cut removed.
+fn redacted_title(t: &str) -> String {
+    redacted_title_tally(t, &mut redact::Tally::default())
+}
+
+/// [`redacted_title`], counting what it found.
+pub(super) fn redacted_title_tally(t: &str, tally: &mut redact::Tally) -> String {
+    let t = redact::redact_text_tally(t, tally);
+    match t.find("<private>") {
+        Some(i) => {
+            tally.add("private");
+            format!("{}{}", &t[..i], redact::PRIVATE)
+        }
+        None => t.into_owned(),
     }
 }
 
@@ -383,9 +428,14 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
         }
     }
 
+    // What the user forgot stays forgotten: its sessions and its messages' places are skipped.
+    let forgotten = Forgotten::load(tx, b, &path)?;
     // Sessions first, so messages can refer to them.
     let mut session_pk: HashMap<String, i64> = HashMap::new();
     for s in &b.sessions {
+        if forgotten.session(&s.info.session_id) {
+            continue;
+        }
         let pk = upsert_session(tx, b.agent, s, &path)?;
         session_pk.insert(s.info.session_id.clone(), pk);
     }
@@ -400,11 +450,18 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             block_ids.push(tx.last_insert_rowid());
         }
     }
+    // Which stored message now points at which record of this batch's blocks (the last copy
+    // wins), and the earlier blocks that lost a message to a newer copy.
+    let mut uses: HashMap<i64, RawRef> = HashMap::new();
+    let mut released: HashMap<i64, i64> = HashMap::new();
     let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
     let mut fts_ins =
         tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
     for p in &b.messages {
         let m = &p.m;
+        if forgotten.message(m) {
+            continue;
+        }
         let pk = match session_pk.get(&m.session_id) {
             Some(&pk) => pk,
             None => {
@@ -421,17 +478,32 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             if let Some(idx) = &p.index {
                 fts_ins.execute(params![rowid, idx])?;
             }
+            if let Some(r) = p.raw_ref {
+                uses.insert(rowid, r);
+            }
             applied.inserted += 1;
             redactions += i64::from(p.redactions);
             if m.kind == MessageKind::UserPrompt {
                 applied.prompts += 1;
             }
-        } else if update_existing(tx, &row)? {
+        } else if let Some((id, old_block)) = update_existing(tx, &row)? {
             applied.updated += 1;
+            if let Some(r) = p.raw_ref {
+                uses.insert(id, r);
+                if let Some(old) = old_block.filter(|o| !block_ids.contains(o)) {
+                    *released.entry(old).or_default() += 1;
+                }
+            }
         }
     }
     drop(ins);
     drop(fts_ins);
+    keep_used_records(tx, b, &block_ids, &uses)?;
+    for (block, n) in released {
+        tx.prepare_cached("UPDATE raw_refs SET refs = refs - ?2 WHERE block = ?1")?
+            .execute([block, n])?;
+    }
+    super::reclaim_raw(tx)?;
     if redactions > 0 {
         tx.execute(
             "UPDATE source_files SET redactions = redactions + ?1 WHERE id = ?2",
@@ -444,7 +516,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             Edit::Deactivate {
                 session_id,
                 message_ids,
-            } => {
+            } if !forgotten.session(session_id) => {
                 let pk = session_pk_of(tx, b.agent, session_id)?;
                 let mut st = tx.prepare_cached(
                     "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND message_id = ?2",
@@ -457,13 +529,15 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 session_id,
                 from_prompt,
                 to_prompt,
-            } => {
+            } if !forgotten.session(session_id) => {
                 let pk = session_pk_of(tx, b.agent, session_id)?;
                 tx.execute(
                     "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3",
                     params![pk, from_prompt, to_prompt],
                 )?;
             }
+            // Edits of a forgotten session: nothing of it is stored.
+            Edit::Deactivate { .. } | Edit::DeactivateTalks { .. } => {}
         }
     }
     let mut activity = tx.prepare_cached("SELECT updated_at FROM sessions WHERE id = ?1")?;
@@ -480,14 +554,19 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
 }
 
 /// A message seen again (Gemini re-writes a message as it changes; a rewritten file is read
-/// again): the latest copy wins, the original position and prompt number stay.
-fn update_existing(tx: &Transaction<'_>, row: &MessageParams<'_>) -> rusqlite::Result<bool> {
+/// again): the latest copy wins, the original position and prompt number stay. Returns the
+/// message's id and the raw block it pointed at before, when anything changed.
+fn update_existing(
+    tx: &Transaction<'_>,
+    row: &MessageParams<'_>,
+) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
     let p = row.p;
-    let (id, old_text, old_z): (i64, Option<String>, Option<Vec<u8>>) = tx.query_row(
-        "SELECT id, text, text_z FROM messages WHERE session_pk = ?1 AND message_id = ?2",
-        params![row.pk, p.m.message_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
+    let (id, old_text, old_z, old_block): (i64, Option<String>, Option<Vec<u8>>, Option<i64>) =
+        tx.query_row(
+            "SELECT id, text, text_z, raw_block FROM messages WHERE session_pk = ?1 AND message_id = ?2",
+            params![row.pk, p.m.message_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
     let changed = tx
         .prepare_cached(UPDATE_MESSAGE)?
         .execute(&row.values()[..])?;
@@ -500,7 +579,112 @@ fn update_existing(tx: &Transaction<'_>, row: &MessageParams<'_>) -> rusqlite::R
             )?;
         }
     }
-    Ok(changed > 0)
+    Ok((changed > 0).then_some((id, old_block)))
+}
+
+/// Keeps, of this batch's raw blocks, only the records some stored message points at: a block
+/// none uses is deleted, a block only partly used is packed again with just those records
+/// (a rewritten document read again would otherwise store a full copy each time), and every
+/// kept block is counted in `raw_refs`.
+fn keep_used_records(
+    tx: &Transaction<'_>,
+    b: &Batch,
+    block_ids: &[i64],
+    uses: &HashMap<i64, RawRef>,
+) -> rusqlite::Result<()> {
+    if block_ids.is_empty() {
+        return Ok(());
+    }
+    let mut records = vec![0usize; block_ids.len()];
+    for p in &b.messages {
+        if let Some(r) = p.raw_ref {
+            records[r.block] += 1;
+        }
+    }
+    let mut per_block: Vec<Vec<(i64, RawRef)>> = vec![Vec::new(); block_ids.len()];
+    for (&msg, &r) in uses {
+        per_block[r.block].push((msg, r));
+    }
+    for (i, used) in per_block.iter_mut().enumerate() {
+        let id = block_ids[i];
+        if used.is_empty() {
+            tx.prepare_cached("DELETE FROM raw_blocks WHERE id = ?1")?
+                .execute([id])?;
+            continue;
+        }
+        let mut bytes = b.raw_blocks[i].len();
+        if used.len() < records[i] {
+            used.sort_by_key(|(_, r)| r.offset);
+            let all = super::unzstd_bytes(&b.raw_blocks[i]);
+            let mut buf = Vec::new();
+            let mut moved =
+                tx.prepare_cached("UPDATE messages SET raw_offset = ?2 WHERE id = ?1")?;
+            for (msg, r) in used.iter() {
+                let Some(rec) = all.get(r.offset..r.offset + r.len) else {
+                    continue;
+                };
+                moved.execute([*msg, buf.len() as i64])?;
+                buf.extend_from_slice(rec);
+            }
+            let packed = super::zstd_bytes(&buf);
+            bytes = packed.len();
+            tx.prepare_cached("UPDATE raw_blocks SET data = ?2 WHERE id = ?1")?
+                .execute(params![id, packed])?;
+        }
+        tx.prepare_cached("INSERT INTO raw_refs (block, refs, bytes) VALUES (?1, ?2, ?3)")?
+            .execute(params![id, used.len() as i64, bytes as i64])?;
+    }
+    Ok(())
+}
+
+/// What the user forgot, as it concerns one batch.
+struct Forgotten {
+    sessions: HashSet<String>,
+    places: HashSet<(u64, u64)>,
+}
+
+impl Forgotten {
+    fn load(tx: &Transaction<'_>, b: &Batch, path: &str) -> rusqlite::Result<Forgotten> {
+        let mut sessions = HashSet::new();
+        let any: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM forgotten_sessions WHERE agent = ?1)",
+            [b.agent],
+            |r| r.get(0),
+        )?;
+        if any {
+            let ids: HashSet<&str> = b
+                .sessions
+                .iter()
+                .map(|s| s.info.session_id.as_str())
+                .chain(b.messages.iter().map(|p| p.m.session_id.as_str()))
+                .collect();
+            let mut st = tx.prepare_cached(
+                "SELECT 1 FROM forgotten_sessions WHERE agent = ?1 AND session_id = ?2",
+            )?;
+            for id in ids {
+                if st.exists(params![b.agent, id])? {
+                    sessions.insert(id.to_owned());
+                }
+            }
+        }
+        let mut st =
+            tx.prepare_cached("SELECT line, seq FROM forgotten_messages WHERE path = ?1")?;
+        let places = st
+            .query_map([path], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Forgotten { sessions, places })
+    }
+
+    fn session(&self, id: &str) -> bool {
+        !self.sessions.is_empty() && self.sessions.contains(id)
+    }
+
+    fn message(&self, m: &ParsedMessage) -> bool {
+        self.session(&m.session_id)
+            || (!self.places.is_empty() && self.places.contains(&(m.line, m.seq)))
+    }
 }
 
 /// Stores a message; parameters are numbered as in [`MessageParams::values`].
@@ -694,7 +878,7 @@ fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Resu
 
 /// Recomputes a session's counters, and places sub-agent messages (read from their own files,
 /// without the parent's prompt counter) in the talk that was running when they were written.
-fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
+pub(super) fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE messages SET prompt_number = COALESCE((
             SELECT MAX(p.prompt_number) FROM messages p
@@ -824,6 +1008,11 @@ pub fn import(
     // Bounded: at most this many prepared batches wait for the writer, which caps memory.
     let (btx, brx) = mpsc::sync_channel::<Batch>(opts.threads.max(1) * 2);
     let db = super::db_path(data_dir);
+    // Files whose batch failed to store. Their later batches must not be stored: each carries
+    // a cursor past the lost one, and committing it would skip that batch for good. The file
+    // stays at its last committed cursor and is read again from there next time.
+    let failed: Mutex<HashMap<PathBuf, Job>> = Mutex::new(HashMap::new());
+    let failed = &failed;
 
     std::thread::scope(|scope| -> Result<(), super::StoreError> {
         for _ in 0..opts.threads.max(1) {
@@ -844,7 +1033,11 @@ pub fn import(
                     let Some(job) = queue.lock().unwrap().pop_front() else {
                         break;
                     };
-                    let mut send = |b: Batch| btx.send(b).is_ok() && !stop.load(Ordering::Relaxed);
+                    let mut send = |b: Batch| {
+                        btx.send(b).is_ok()
+                            && !stop.load(Ordering::Relaxed)
+                            && !failed.lock().unwrap().contains_key(&job.path)
+                    };
                     let res =
                         ingest_file(&registry, &reader, &job, opts, &mut git_roots, &mut send);
                     let mut r = report.lock().unwrap();
@@ -869,6 +1062,14 @@ pub fn import(
             if stop.load(Ordering::Relaxed) {
                 break;
             }
+            if failed.lock().unwrap().contains_key(&b.path) {
+                continue;
+            }
+            let job = Job {
+                agent: b.agent,
+                root: b.root.clone(),
+                path: b.path.clone(),
+            };
             let bytes = b.bytes;
             let file = b.path.display().to_string();
             let issues: Vec<FileError> = b
@@ -908,11 +1109,14 @@ pub fn import(
                     r.errors.extend(issues);
                     sessions.extend(sids);
                 }
-                Err(e) => r.errors.push(FileError {
-                    file,
-                    line: 0,
-                    reason: format!("cannot store: {e}"),
-                }),
+                Err(e) => {
+                    r.errors.push(FileError {
+                        file,
+                        line: 0,
+                        reason: format!("cannot store: {e}"),
+                    });
+                    failed.lock().unwrap().insert(job.path.clone(), job);
+                }
             }
             r.bytes += bytes;
             drop(r);
@@ -925,6 +1129,7 @@ pub fn import(
         .map(|m| m.into_inner().unwrap())
         .unwrap_or_else(|a| a.lock().unwrap().clone());
     r.sessions = sessions.len() as u64;
+    r.failed = failed.lock().unwrap().drain().map(|(_, j)| j).collect();
     Ok(r)
 }
 
@@ -1003,5 +1208,188 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
             .unwrap();
         assert_eq!(total, 1000);
+    }
+
+    fn rows(data: &Path) -> Vec<(String, i64, String, i64)> {
+        let conn = super::super::open(data).unwrap();
+        let mut st = conn
+            .prepare(
+                "SELECT message_id, line, COALESCE(text, memex_unzstd(text_z)), prompt_number
+                 FROM messages ORDER BY line, seq",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// One batch of a multi-batch file fails to store: the file stops at the last stored batch
+    /// (later batches are not committed past the hole), and the next import fills it in.
+    #[test]
+    fn a_failed_batch_stops_its_file_at_the_last_stored_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 1000);
+        let opts = IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes: 64 << 10,
+            threads: 1,
+        };
+        let registry = Arc::new(AdapterRegistry::new());
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        let import_once = |data: &Path| {
+            let (writer, handle) = Writer::start(data).unwrap();
+            let stop = AtomicBool::new(false);
+            let r = import(
+                &writer,
+                data,
+                registry.clone(),
+                vec![job.clone()],
+                &opts,
+                &stop,
+                &|_| {},
+            )
+            .unwrap();
+            drop(writer);
+            handle.join().unwrap();
+            r
+        };
+        let clean = dir.path().join("clean");
+        assert_eq!(import_once(&clean).messages, 1000);
+
+        // The storage fails on the batch holding message u500 (an injected SQLite error).
+        let data = dir.path().join("data");
+        super::super::open(&data)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER fail_once BEFORE INSERT ON messages WHEN NEW.message_id = 'u500'
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+            )
+            .unwrap();
+        let first = import_once(&data);
+        assert!(
+            first
+                .errors
+                .iter()
+                .any(|e| e.reason.contains("injected failure")),
+            "{:?}",
+            first.errors
+        );
+        assert_eq!(first.failed.len(), 1);
+        let stored = rows(&data);
+        assert!(!stored.is_empty() && stored.len() < 500, "{}", stored.len());
+        let last_line = stored.last().unwrap().1;
+        assert_eq!(
+            stored.len() as i64,
+            last_line,
+            "nothing after the failed batch was stored"
+        );
+        super::super::open(&data)
+            .unwrap()
+            .execute_batch("DROP TRIGGER fail_once")
+            .unwrap();
+        let second = import_once(&data);
+        assert!(second.errors.is_empty(), "{:?}", second.errors);
+        assert_eq!(rows(&data), rows(&clean));
+    }
+
+    /// A legacy Gemini document is rewritten whole at every message. Each read stores only the
+    /// records of new or changed messages: no block nobody uses, no record twice.
+    #[test]
+    fn rewritten_documents_store_each_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("tmp");
+        let chats = root.join("0123abcd/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let path = chats.join("session-2025-11-02T14-05-7d3c2a10.json");
+        let data = dir.path().join("data");
+        let opts = IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes: 8 << 20,
+            threads: 1,
+        };
+        let registry = Arc::new(AdapterRegistry::new());
+        let job = Job {
+            agent: "gemini",
+            root: root.clone(),
+            path: path.clone(),
+        };
+        let mut messages = Vec::new();
+        for i in 0..40 {
+            messages.push(serde_json::json!({
+                "id": format!("m{i}"), "timestamp": format!("2025-11-02T14:{:02}:00.000Z", i % 60),
+                "type": if i % 2 == 0 { "user" } else { "gemini" },
+                "content": format!("message {i} {}", "lorem ipsum dolor ".repeat(30)),
+            }));
+            let doc = serde_json::json!({
+                "sessionId": "7d3c2a10-6e5f-4b4a-9d8c-7b6a5f4e3d2c",
+                "projectHash": "0123abcd", "startTime": "2025-11-02T14:00:00.000Z",
+                "lastUpdated": format!("2025-11-02T14:{:02}:00.000Z", i % 60),
+                "messages": messages,
+            });
+            std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+            let (writer, handle) = Writer::start(&data).unwrap();
+            let stop = AtomicBool::new(false);
+            let r = import(
+                &writer,
+                &data,
+                registry.clone(),
+                vec![job.clone()],
+                &opts,
+                &stop,
+                &|_| {},
+            )
+            .unwrap();
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            drop(writer);
+            handle.join().unwrap();
+        }
+        let conn = super::super::open(&data).unwrap();
+        let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            one("SELECT COUNT(*) FROM messages WHERE message_id GLOB 'm[0-9]*'"),
+            40
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_blocks WHERE id NOT IN
+                   (SELECT raw_block FROM messages WHERE raw_block IS NOT NULL)"),
+            0,
+            "blocks no message uses"
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_refs r WHERE refs !=
+                   (SELECT COUNT(*) FROM messages m WHERE m.raw_block = r.block)"),
+            0,
+            "raw_refs counts every block's messages"
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_blocks"),
+            one("SELECT COUNT(*) FROM raw_refs")
+        );
+        let stored: i64 = {
+            let mut st = conn.prepare("SELECT data FROM raw_blocks").unwrap();
+            st.query_map([], |r| r.get::<_, Vec<u8>>(0))
+                .unwrap()
+                .map(|b| super::super::unzstd_bytes(&b.unwrap()).len() as i64)
+                .sum()
+        };
+        let referenced = one("SELECT SUM(raw_len) FROM messages WHERE raw_block IS NOT NULL");
+        assert_eq!(stored, referenced, "each record stored once");
+        let pk = one("SELECT id FROM sessions");
+        let records = super::super::read::raw_records(&conn, pk).unwrap();
+        assert_eq!(
+            records.len() as i64,
+            one("SELECT COUNT(*) FROM messages WHERE raw_block IS NOT NULL")
+        );
+        for (i, r) in records.iter().enumerate() {
+            let text = String::from_utf8_lossy(r);
+            assert!(text.contains("lorem ipsum"), "record {i}: {text}");
+        }
     }
 }

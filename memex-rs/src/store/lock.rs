@@ -5,6 +5,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,12 +52,13 @@ pub fn acquire(data_dir: &Path, what: &str) -> Result<DataLock, LockError> {
         path: path.clone(),
         source,
     };
-    std::fs::create_dir_all(data_dir).map_err(io)?;
+    super::private_dir(data_dir).map_err(io)?;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
         .map_err(io)?;
     match file.try_lock() {

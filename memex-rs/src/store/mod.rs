@@ -4,6 +4,7 @@
 //! One thread owns the write connection ([`Writer`]); everything else reads through its own
 //! connections in WAL mode, so readers never block the writer and vice versa.
 
+pub mod forget;
 pub mod fts;
 pub mod ingest;
 pub mod lock;
@@ -39,6 +40,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0005_inject",
         include_str!("../../../migrations/0005_inject.sql"),
+    ),
+    (
+        "0006_trust",
+        include_str!("../../../migrations/0006_trust.sql"),
     ),
 ];
 
@@ -109,9 +114,60 @@ pub fn connect(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Creates the data directory and brings the archive's schema up to date.
+/// Creates the data directory private to its owner (0700), or makes an existing one so: it
+/// and every folder in it 0700, every file 0600, whatever the umask was when they were written
+/// (earlier versions left them 0755 / 0644). Returns how many entries were tightened.
+pub fn private_dir(data_dir: &Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(parent) = data_dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(data_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && data_dir.is_dir() => {}
+        Err(e) => return Err(e),
+    }
+    let mode = std::fs::metadata(data_dir)?.permissions().mode();
+    if mode & 0o077 == 0 {
+        // Private already: everything in it was written by a version that keeps it so.
+        return Ok(0);
+    }
+    let mut changed = 0;
+    let mut stack = vec![data_dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&dir)?;
+        if meta.permissions().mode() & 0o777 != 0o700 {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+            changed += 1;
+        }
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let ft = entry.file_type()?;
+            if ft.is_dir() {
+                stack.push(entry.path());
+            } else if ft.is_file() {
+                let m = entry.metadata()?.permissions().mode();
+                if m & 0o077 != 0 {
+                    std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(m & 0o700 | 0o600),
+                    )?;
+                    changed += 1;
+                }
+            }
+        }
+    }
+    tracing::info!(
+        dir = %data_dir.display(),
+        entries = changed,
+        "the data directory was readable by other users: made private to its owner (0700 / 0600)"
+    );
+    Ok(changed)
+}
+
+/// Creates the data directory (private) and brings the archive's schema up to date.
 pub fn open(data_dir: &Path) -> Result<Connection> {
-    std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+    private_dir(data_dir).map_err(|source| StoreError::DataDir {
         path: data_dir.to_owned(),
         source,
     })?;
@@ -139,8 +195,37 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
             .and_then(|_| tx.pragma_update(None, "user_version", i as i64 + 1))
             .map_err(|source| StoreError::Migration { name, source })?;
     }
+    let (blocks, bytes) = reclaim_raw(&tx)?;
     tx.commit()?;
+    if blocks > 0 {
+        tracing::info!(
+            blocks,
+            bytes,
+            "reclaimed raw blocks that no message used (left by an earlier version)"
+        );
+    }
     Ok(())
+}
+
+/// Deletes the raw blocks no message points into; returns how many and their stored bytes.
+pub fn reclaim_raw(conn: &Connection) -> rusqlite::Result<(u64, u64)> {
+    let (blocks, bytes): (i64, Option<i64>) = conn.query_row(
+        "SELECT COUNT(*), SUM(bytes) FROM raw_refs WHERE refs <= 0",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if blocks > 0 {
+        // The counts first: they refer to the blocks.
+        conn.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS unused_blocks (id INTEGER PRIMARY KEY);
+             DELETE FROM temp.unused_blocks;
+             INSERT INTO temp.unused_blocks SELECT block FROM raw_refs WHERE refs <= 0;
+             DELETE FROM raw_refs WHERE refs <= 0;
+             DELETE FROM raw_blocks WHERE id IN (SELECT id FROM temp.unused_blocks);
+             DELETE FROM temp.unused_blocks;",
+        )?;
+    }
+    Ok((blocks as u64, bytes.unwrap_or(0) as u64))
 }
 
 thread_local! {

@@ -244,6 +244,42 @@ impl VectorStore {
         Ok(())
     }
 
+    /// Deletes the vectors of forgotten rows, `(table code, row id)`, and then the older
+    /// versions of each table that still hold them: nothing forgotten stays in the folder.
+    /// Only for a process holding the archive's lock (no other writer).
+    pub async fn forget(&self, gone: &[(i64, i64)]) -> Result<(), VectorError> {
+        for t in Tbl::ALL {
+            let refs: Vec<i64> = gone
+                .iter()
+                .filter(|(code, _)| *code == t as i64)
+                .map(|(_, id)| *id)
+                .collect();
+            let Some(table) = self.table(t).await? else {
+                continue;
+            };
+            for chunk in refs.chunks(1000) {
+                self.replace(t, chunk, Vec::new()).await?;
+            }
+            if refs.is_empty() {
+                continue;
+            }
+            table
+                .optimize(OptimizeAction::Compact {
+                    options: Default::default(),
+                    remap_options: None,
+                })
+                .await?;
+            table
+                .optimize(OptimizeAction::Prune {
+                    older_than: Some(lancedb::table::Duration::zero()),
+                    delete_unverified: Some(true),
+                    error_if_tagged_old_versions: None,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Replaces the vectors of the SQLite rows `refs` by `rows` (which may be fewer: a row
     /// that is gone or no longer wanted only loses its vectors).
     pub async fn replace(&self, t: Tbl, refs: &[i64], rows: Vec<Row>) -> Result<(), VectorError> {

@@ -1,0 +1,910 @@
+//! Taking things back: `memex forget` removes what the user asks for from every place Memex
+//! keeps it (messages, raw records, full-text rows, vectors, compact rows, the injection log)
+//! and remembers it by position so a later import does not bring it back; `memex scrub`
+//! applies the current redaction rules to everything already stored.
+//!
+//! Both run on the writer connection, in one transaction: a failure changes nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+use super::{fts, redact, unzstd_bytes, zstd_bytes};
+
+/// What to forget.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selector {
+    /// A session (id or unique prefix), with its sub-agent sessions.
+    Session(String),
+    /// Every session of a project: its folder, its git root, or a folder below it.
+    Project(String),
+    /// Everything older than this (epoch ms): sessions last active before it whole, and the
+    /// older messages of the others.
+    Before(i64),
+    /// Every message, compact row and logged prompt containing this text (case-sensitive).
+    Match(String),
+}
+
+/// What was (or, on a dry run, would be) removed.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ForgetReport {
+    pub dry_run: bool,
+    pub sessions: u64,
+    pub messages: u64,
+    pub raw_records: u64,
+    /// Compressed raw bytes deleted (whole blocks, and what re-packing the rest saved).
+    pub raw_bytes: u64,
+    pub fts_rows: u64,
+    /// Rows whose vectors are deleted (messages and compact rows).
+    pub vectors: u64,
+    pub observations: u64,
+    pub talk_summaries: u64,
+    pub session_summaries: u64,
+    pub compact_jobs: u64,
+    pub injections: u64,
+    /// Talks and sessions whose summaries are queued again from what is left.
+    pub requeued: u64,
+    /// The rows whose vectors must go: (vector table code, row id).
+    #[serde(skip)]
+    pub gone: Vec<(i64, i64)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    #[error("no session `{0}` (an id or a prefix of one only one session has)")]
+    NoSession(String),
+    #[error("the project must be an absolute folder path, got `{0}`")]
+    BadProject(String),
+    #[error("the text to match must be at least 4 characters, got {0}")]
+    ShortMatch(usize),
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Forgets what `sel` names. `dry_run` counts without changing anything.
+pub fn forget(
+    conn: &mut Connection,
+    sel: &Selector,
+    dry_run: bool,
+) -> Result<ForgetReport, ForgetError> {
+    if dry_run {
+        return forget_in(conn, sel, true);
+    }
+    wiping(conn, |c| forget_in(c, sel, false))
+}
+
+/// Runs `f` with SQLite overwriting whatever it frees (`secure_delete`), then rebuilds the
+/// file (`VACUUM`: pages freed earlier, by ingest or index merges, may still hold copies) and
+/// empties the WAL, so no page of the database or its log keeps what was removed. The rebuild
+/// needs free disk space about the size of the archive, for a moment.
+fn wiping<T, E: From<rusqlite::Error>>(
+    conn: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    let out = f(conn);
+    if out.is_ok() {
+        // A full-text index keeps a removed term's entry in its segments until they merge:
+        // merge them all now.
+        conn.execute_batch(
+            "INSERT INTO messages_fts (messages_fts) VALUES ('optimize');
+             INSERT INTO observations_fts (observations_fts) VALUES ('optimize');
+             INSERT INTO talk_summaries_fts (talk_summaries_fts) VALUES ('optimize');
+             INSERT INTO session_summaries_fts (session_summaries_fts) VALUES ('optimize');
+             VACUUM;",
+        )?;
+    }
+    let _ = conn.pragma_update(None, "secure_delete", "OFF");
+    if out.is_ok() {
+        // Readers between statements do not hold it back; one in a long read only delays the
+        // truncation to the next checkpoint.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "cannot empty the write-ahead log");
+        }
+    }
+    out
+}
+
+fn forget_in(
+    conn: &mut Connection,
+    sel: &Selector,
+    dry_run: bool,
+) -> Result<ForgetReport, ForgetError> {
+    let tx = conn.transaction()?;
+    let (whole, messages) = select(&tx, sel)?;
+    let mut r = ForgetReport {
+        dry_run,
+        ..ForgetReport::default()
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+
+    // Messages of whole sessions, and single messages.
+    let mut ids: Vec<i64> = Vec::new();
+    for s in &whole {
+        let mut st = tx.prepare_cached("SELECT id FROM messages WHERE session_pk = ?1")?;
+        ids.extend(st.query_map([s.pk], |r| r.get::<_, i64>(0))?.flatten());
+    }
+    ids.extend(messages.iter().copied());
+    let whole_pks: HashSet<i64> = whole.iter().map(|s| s.pk).collect();
+
+    r.sessions = whole.len() as u64;
+    r.messages = ids.len() as u64;
+    let mut blocks: HashMap<i64, u64> = HashMap::new();
+    let mut talks: HashSet<(i64, i64)> = HashSet::new();
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT m.raw_block, m.session_pk, m.prompt_number, m.kind, f.path, m.line, m.seq
+             FROM messages m LEFT JOIN source_files f ON f.id = m.source_file_id WHERE m.id = ?1",
+        )?;
+        let mut remember = tx.prepare_cached(
+            "INSERT OR IGNORE INTO forgotten_messages (path, line, seq, forgotten_at)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        let mut fts_del = tx.prepare_cached("DELETE FROM messages_fts WHERE rowid = ?1")?;
+        let mut outbox =
+            tx.prepare_cached("INSERT INTO vector_outbox (tbl, ref) VALUES (0, ?1)")?;
+        let mut del = tx.prepare_cached("DELETE FROM messages WHERE id = ?1")?;
+        for &id in &ids {
+            let Some((block, pk, prompt, kind, path, line, seq)) = st
+                .query_row([id], |r| {
+                    Ok((
+                        r.get::<_, Option<i64>>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, i64>(6)?,
+                    ))
+                })
+                .optional()?
+            else {
+                continue;
+            };
+            if let Some(b) = block {
+                *blocks.entry(b).or_default() += 1;
+                r.raw_records += 1;
+            }
+            if kind != "meta" {
+                r.vectors += 1;
+                r.gone.push((0, id));
+            }
+            r.fts_rows += 1;
+            if !whole_pks.contains(&pk) {
+                talks.insert((pk, prompt));
+            }
+            if dry_run {
+                continue;
+            }
+            if !whole_pks.contains(&pk)
+                && let Some(path) = path
+            {
+                remember.execute(params![path, line, seq, now])?;
+            }
+            fts_del.execute([id])?;
+            if kind != "meta" {
+                outbox.execute([id])?;
+            }
+            del.execute([id])?;
+        }
+    }
+
+    // Compact rows: all of a whole session's, and those of every talk (and session summary)
+    // a forgotten message fed.
+    let touched_sessions: BTreeMap<i64, ()> = talks.iter().map(|(pk, _)| (*pk, ())).collect();
+    for s in &whole {
+        let g = &mut r.gone;
+        r.observations +=
+            delete_layer(&tx, "observations", "session_pk = ?1", &[s.pk], dry_run, g)?;
+        r.talk_summaries += delete_layer(
+            &tx,
+            "talk_summaries",
+            "session_pk = ?1",
+            &[s.pk],
+            dry_run,
+            g,
+        )?;
+        r.session_summaries += delete_layer(
+            &tx,
+            "session_summaries",
+            "session_pk = ?1",
+            &[s.pk],
+            dry_run,
+            g,
+        )?;
+    }
+    for &(pk, prompt) in &talks {
+        let cond = "session_pk = ?1 AND prompt_number = ?2";
+        let g = &mut r.gone;
+        r.observations += delete_layer(&tx, "observations", cond, &[pk, prompt], dry_run, g)?;
+        r.talk_summaries += delete_layer(&tx, "talk_summaries", cond, &[pk, prompt], dry_run, g)?;
+    }
+    for &pk in touched_sessions.keys() {
+        r.session_summaries += delete_layer(
+            &tx,
+            "session_summaries",
+            "session_pk = ?1",
+            &[pk],
+            dry_run,
+            &mut r.gone,
+        )?;
+    }
+    if let Selector::Match(text) = sel {
+        let (o, t, s) = layer_matches(&tx, text, dry_run, &mut talks, &mut r.gone)?;
+        r.observations += o;
+        r.talk_summaries += t;
+        r.session_summaries += s;
+    }
+    r.vectors += r.observations + r.talk_summaries + r.session_summaries;
+
+    // The injection log: the forgotten sessions' calls and the calls that injected them; with
+    // a text, every logged prompt holding it.
+    for s in &whole {
+        let pattern = format!("%\"session_id\":{}%", serde_json::json!(s.session_id));
+        r.injections += count_or_delete(
+            &tx,
+            "injections",
+            "session_id = ?1 OR refs LIKE ?2",
+            params![s.session_id, pattern],
+            dry_run,
+        )?;
+    }
+    if let Selector::Match(text) = sel {
+        r.injections += count_or_delete(
+            &tx,
+            "injections",
+            "instr(prompt, ?1) > 0",
+            params![text],
+            dry_run,
+        )?;
+    }
+
+    for s in &whole {
+        r.compact_jobs += count_or_delete(
+            &tx,
+            "compact_jobs",
+            "session_pk = ?1",
+            params![s.pk],
+            dry_run,
+        )?;
+    }
+    if !dry_run {
+        r.raw_bytes = drop_records(&tx, &blocks)?;
+        for s in &whole {
+            tx.execute(
+                "INSERT OR IGNORE INTO forgotten_sessions (agent, session_id, forgotten_at)
+                 VALUES (?1, ?2, ?3)",
+                params![s.agent, s.session_id, now],
+            )?;
+            tx.execute("DELETE FROM session_files WHERE session_pk = ?1", [s.pk])?;
+            tx.execute("DELETE FROM sessions WHERE id = ?1", [s.pk])?;
+        }
+        r.requeued = requeue(&tx, &talks, now)?;
+        if let Selector::Match(text) = sel {
+            // A title quoting the text (derived from a forgotten prompt).
+            tx.execute(
+                "UPDATE sessions SET title = NULL, title_rank = 0 WHERE instr(title, ?1) > 0",
+                [text],
+            )?;
+        }
+        tx.commit()?;
+    }
+    Ok(r)
+}
+
+/// A session to forget whole.
+struct Whole {
+    pk: i64,
+    agent: String,
+    session_id: String,
+}
+
+fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>), ForgetError> {
+    let sessions = |sql: &str, p: &dyn rusqlite::ToSql| -> rusqlite::Result<Vec<Whole>> {
+        let mut st = tx.prepare(sql)?;
+        st.query_map([p], |r| {
+            Ok(Whole {
+                pk: r.get(0)?,
+                agent: r.get(1)?,
+                session_id: r.get(2)?,
+            })
+        })?
+        .collect()
+    };
+    Ok(match sel {
+        Selector::Session(id) => {
+            let s = super::read::find_session(tx, id)?
+                .ok_or_else(|| ForgetError::NoSession(id.clone()))?;
+            let mut all = vec![Whole {
+                pk: s.pk,
+                agent: s.agent.clone(),
+                session_id: s.session_id.clone(),
+            }];
+            // Its sub-agents ran inside it.
+            let mut st = tx.prepare(
+                "SELECT id, agent, session_id FROM sessions WHERE parent_session_id = ?1 AND agent = ?2",
+            )?;
+            all.extend(
+                st.query_map(params![s.session_id, s.agent], |r| {
+                    Ok(Whole {
+                        pk: r.get(0)?,
+                        agent: r.get(1)?,
+                        session_id: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?,
+            );
+            (all, Vec::new())
+        }
+        Selector::Project(p) => {
+            let p = p.trim_end_matches('/');
+            if !p.starts_with('/') || p.is_empty() {
+                return Err(ForgetError::BadProject(p.to_owned()));
+            }
+            let all = sessions(
+                "SELECT id, agent, session_id FROM sessions
+                 WHERE project_path = ?1 OR git_root = ?1
+                    OR substr(project_path, 1, length(?1) + 1) = ?1 || '/'",
+                &p,
+            )?;
+            (all, Vec::new())
+        }
+        Selector::Before(t) => {
+            let all = sessions(
+                "SELECT id, agent, session_id FROM sessions
+                 WHERE COALESCE(updated_at, started_at) < ?1",
+                t,
+            )?;
+            let pks: HashSet<i64> = all.iter().map(|s| s.pk).collect();
+            let mut st = tx.prepare("SELECT id, session_pk FROM messages WHERE ts < ?1")?;
+            let msgs = st
+                .query_map([t], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+                .filter_map(Result::ok)
+                .filter(|(_, pk)| !pks.contains(pk))
+                .map(|(id, _)| id)
+                .collect();
+            (all, msgs)
+        }
+        Selector::Match(text) => {
+            if text.chars().count() < 4 {
+                return Err(ForgetError::ShortMatch(text.chars().count()));
+            }
+            let mut st = tx.prepare(
+                "SELECT id FROM messages
+                 WHERE instr(COALESCE(text, memex_unzstd(text_z)), ?1) > 0
+                    OR instr(tool_input, ?1) > 0",
+            )?;
+            let msgs = st
+                .query_map([text], |r| r.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            (Vec::new(), msgs)
+        }
+    })
+}
+
+const LAYERS: &[(&str, &str)] = &[
+    ("observations", "observations_fts"),
+    ("talk_summaries", "talk_summaries_fts"),
+    ("session_summaries", "session_summaries_fts"),
+];
+
+fn fts_of(table: &str) -> &'static str {
+    LAYERS
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map(|(_, f)| *f)
+        .expect("a layer table")
+}
+
+/// Deletes the layer rows matching `cond` and their full-text rows (their vectors follow by
+/// trigger); returns how many.
+fn delete_layer(
+    tx: &Transaction<'_>,
+    table: &str,
+    cond: &str,
+    args: &[i64],
+    dry_run: bool,
+    gone: &mut Vec<(i64, i64)>,
+) -> rusqlite::Result<u64> {
+    let ids: Vec<i64> = {
+        let mut st = tx.prepare_cached(&format!("SELECT id FROM {table} WHERE {cond}"))?;
+        st.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    let code = LAYERS
+        .iter()
+        .position(|(t, _)| *t == table)
+        .map_or(0, |i| i as i64 + 1);
+    gone.extend(ids.iter().map(|id| (code, *id)));
+    if !dry_run {
+        for id in &ids {
+            tx.prepare_cached(&format!("DELETE FROM {} WHERE rowid = ?1", fts_of(table)))?
+                .execute([id])?;
+            tx.prepare_cached(&format!("DELETE FROM {table} WHERE id = ?1"))?
+                .execute([id])?;
+        }
+    }
+    Ok(ids.len() as u64)
+}
+
+/// Compact rows whose own text holds `text` (a summary that quoted it); their talks are
+/// queued again.
+fn layer_matches(
+    tx: &Transaction<'_>,
+    text: &str,
+    dry_run: bool,
+    talks: &mut HashSet<(i64, i64)>,
+    gone: &mut Vec<(i64, i64)>,
+) -> rusqlite::Result<(u64, u64, u64)> {
+    let mut counts = [0u64; 3];
+    let columns = [
+        "title || subtitle || facts || narrative",
+        "user_request || summary || completed",
+        "summary || key_points",
+    ];
+    for (i, (table, _)) in LAYERS.iter().enumerate() {
+        let prompt = if *table == "session_summaries" {
+            "0"
+        } else {
+            "prompt_number"
+        };
+        let rows: Vec<(i64, i64, i64)> = {
+            let mut st = tx.prepare(&format!(
+                "SELECT id, session_pk, {prompt} FROM {table} WHERE instr({}, ?1) > 0",
+                columns[i]
+            ))?;
+            st.query_map([text], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (id, pk, prompt) in rows {
+            counts[i] += delete_layer(tx, table, "id = ?1", &[id], dry_run, gone)?;
+            talks.insert((pk, prompt));
+        }
+    }
+    Ok((counts[0], counts[1], counts[2]))
+}
+
+fn count_or_delete(
+    tx: &Transaction<'_>,
+    table: &str,
+    cond: &str,
+    args: impl rusqlite::Params + Clone,
+    dry_run: bool,
+) -> rusqlite::Result<u64> {
+    let n: i64 = tx.query_row(
+        &format!("SELECT COUNT(*) FROM {table} WHERE {cond}"),
+        args.clone(),
+        |r| r.get(0),
+    )?;
+    if !dry_run && n > 0 {
+        tx.execute(&format!("DELETE FROM {table} WHERE {cond}"), args)?;
+    }
+    Ok(n as u64)
+}
+
+/// Takes the deleted messages' records out of their raw blocks: a block left unused is
+/// deleted, one still used is packed again without them (their bytes must not stay on disk).
+/// Returns the compressed bytes saved.
+fn drop_records(tx: &Transaction<'_>, lost: &HashMap<i64, u64>) -> rusqlite::Result<u64> {
+    if lost.is_empty() {
+        return Ok(0);
+    }
+    for (block, n) in lost {
+        tx.prepare_cached("UPDATE raw_refs SET refs = refs - ?2 WHERE block = ?1")?
+            .execute([*block, *n as i64])?;
+    }
+    let (_, mut saved) = super::reclaim_raw(tx)?;
+    let left: Vec<i64> = {
+        let mut st = tx.prepare_cached("SELECT 1 FROM raw_blocks WHERE id = ?1")?;
+        lost.keys()
+            .copied()
+            .filter(|b| st.exists([b]).unwrap_or(false))
+            .collect()
+    };
+    saved += repack(tx, &left, &mut |_| None)?;
+    Ok(saved)
+}
+
+/// Rebuilds `blocks` from the records messages point at, each replaced by what `edit` returns
+/// for it (`None`: kept as it is); returns the compressed bytes saved.
+fn repack(
+    tx: &Transaction<'_>,
+    blocks: &[i64],
+    edit: &mut dyn FnMut(&[u8]) -> Option<Vec<u8>>,
+) -> rusqlite::Result<u64> {
+    if blocks.is_empty() {
+        return Ok(0);
+    }
+    // One pass over the messages finds every record of these blocks.
+    let wanted: HashSet<i64> = blocks.iter().copied().collect();
+    let mut records: HashMap<i64, Vec<(i64, usize, usize)>> = HashMap::new();
+    {
+        let mut st = tx.prepare(
+            "SELECT id, raw_block, raw_offset, raw_len FROM messages WHERE raw_block IS NOT NULL",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)? as usize,
+                r.get::<_, i64>(3)? as usize,
+            ))
+        })?;
+        for row in rows {
+            let (id, block, offset, len) = row?;
+            if wanted.contains(&block) {
+                records.entry(block).or_default().push((id, offset, len));
+            }
+        }
+    }
+    let mut saved = 0u64;
+    for &block in blocks {
+        let old: Vec<u8> =
+            tx.query_row("SELECT data FROM raw_blocks WHERE id = ?1", [block], |r| {
+                r.get(0)
+            })?;
+        let mut recs = records.remove(&block).unwrap_or_default();
+        if recs.is_empty() {
+            tx.execute("DELETE FROM raw_refs WHERE block = ?1", [block])?;
+            tx.execute("DELETE FROM raw_blocks WHERE id = ?1", [block])?;
+            saved += old.len() as u64;
+            continue;
+        }
+        recs.sort_by_key(|r| r.1);
+        let all = unzstd_bytes(&old);
+        let mut buf = Vec::with_capacity(all.len());
+        let mut moved =
+            tx.prepare_cached("UPDATE messages SET raw_offset = ?2, raw_len = ?3 WHERE id = ?1")?;
+        for (id, offset, len) in &recs {
+            let rec = all.get(*offset..*offset + *len).unwrap_or_default();
+            let edited = edit(rec);
+            let rec = edited.as_deref().unwrap_or(rec);
+            moved.execute(params![id, buf.len() as i64, rec.len() as i64])?;
+            buf.extend_from_slice(rec);
+        }
+        let packed = zstd_bytes(&buf);
+        saved += (old.len() as u64).saturating_sub(packed.len() as u64);
+        tx.execute(
+            "UPDATE raw_blocks SET data = ?2 WHERE id = ?1",
+            params![block, packed],
+        )?;
+        tx.execute(
+            "INSERT INTO raw_refs (block, refs, bytes) VALUES (?1, ?2, ?3)
+             ON CONFLICT (block) DO UPDATE SET refs = excluded.refs, bytes = excluded.bytes",
+            params![block, recs.len() as i64, packed.len() as i64],
+        )?;
+    }
+    Ok(saved)
+}
+
+/// Queues the summaries of what is left of the touched talks and sessions again.
+fn requeue(tx: &Transaction<'_>, talks: &HashSet<(i64, i64)>, now: i64) -> rusqlite::Result<u64> {
+    let mut n = 0;
+    let mut sessions = HashSet::new();
+    let mut alive = tx.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE session_pk = ?1 AND (?2 = 0 OR prompt_number = ?2))",
+    )?;
+    let mut job = tx.prepare_cached(
+        "INSERT INTO compact_jobs (level, session_pk, prompt_number, regenerate, state, reason, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 1, 'pending', 'forget', ?4, ?4)
+         ON CONFLICT (level, session_pk, prompt_number) DO UPDATE SET
+           state = 'pending', regenerate = 1, attempts = 0, not_before = 0, last_error = NULL,
+           reason = 'forget', updated_at = excluded.updated_at
+         WHERE compact_jobs.state IN ('done', 'failed')",
+    )?;
+    for &(pk, prompt) in talks {
+        sessions.insert(pk);
+        if prompt > 0 && alive.query_row(params![pk, prompt], |r| r.get::<_, bool>(0))? {
+            n += job.execute(params!["l1", pk, prompt, now])? as u64;
+            n += job.execute(params!["l2", pk, prompt, now])? as u64;
+        }
+    }
+    for pk in sessions {
+        if alive.query_row(params![pk, 0], |r| r.get::<_, bool>(0))? {
+            super::ingest::refresh_session(tx, pk)?;
+            n += job.execute(params!["l3", pk, 0, now])? as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// What `memex scrub` found and changed, per rule.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ScrubReport {
+    /// Secrets found per redaction rule (every copy counts).
+    pub found: BTreeMap<String, u64>,
+    pub messages: u64,
+    pub raw_records: u64,
+    pub raw_bytes_reclaimed: u64,
+    pub titles: u64,
+    pub compact_rows: u64,
+    pub injections: u64,
+    pub log_files: u64,
+}
+
+/// Applies the redaction rules to everything stored in the archive (and the log files in
+/// `logs_dir`). `progress` is told the messages done and their total.
+pub fn scrub(
+    conn: &mut Connection,
+    fts_max_bytes: usize,
+    logs_dir: Option<&std::path::Path>,
+    progress: &dyn Fn(u64, u64),
+) -> rusqlite::Result<ScrubReport> {
+    wiping(conn, |c| scrub_in(c, fts_max_bytes, logs_dir, progress))
+}
+
+fn scrub_in(
+    conn: &mut Connection,
+    fts_max_bytes: usize,
+    logs_dir: Option<&std::path::Path>,
+    progress: &dyn Fn(u64, u64),
+) -> rusqlite::Result<ScrubReport> {
+    let mut tally = redact::Tally::default();
+    let mut r = ScrubReport::default();
+    let tx = conn.transaction()?;
+
+    // Message text and tool input; their full-text rows follow, their vectors by trigger.
+    let total: i64 = tx.query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))?;
+    {
+        let mut st = tx.prepare(
+            "SELECT id, COALESCE(text, memex_unzstd(text_z)), tool_input, inherited, duplicate
+             FROM messages",
+        )?;
+        let mut upd = tx
+            .prepare("UPDATE messages SET text = ?2, text_z = ?3, tool_input = ?4 WHERE id = ?1")?;
+        let mut fts_del = tx.prepare("DELETE FROM messages_fts WHERE rowid = ?1")?;
+        let mut fts_ins = tx.prepare("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
+        let mut rows = st.query([])?;
+        let mut done = 0u64;
+        while let Some(row) = rows.next()? {
+            done += 1;
+            if done.is_multiple_of(10_000) {
+                progress(done, total as u64);
+            }
+            let id: i64 = row.get(0)?;
+            let text: Option<String> = row.get(1)?;
+            let input: Option<String> = row.get(2)?;
+            let (inherited, duplicate): (bool, bool) = (row.get(3)?, row.get(4)?);
+            let text = text.unwrap_or_default();
+            let new_text = redact::redact_text_tally(&text, &mut tally);
+            let new_input = input
+                .as_deref()
+                .map(|i| redact::redact_text_tally(i, &mut tally));
+            let text_changed = matches!(new_text, std::borrow::Cow::Owned(_));
+            let input_changed = matches!(new_input, Some(std::borrow::Cow::Owned(_)));
+            if !text_changed && !input_changed {
+                continue;
+            }
+            r.messages += 1;
+            let new_text = new_text.into_owned();
+            let (t, z) = if new_text.len() > super::COMPRESS_TEXT_ABOVE {
+                (None, Some(zstd_bytes(new_text.as_bytes())))
+            } else {
+                (Some(new_text.clone()), None)
+            };
+            upd.execute(params![
+                id,
+                t,
+                z,
+                new_input.map(std::borrow::Cow::into_owned)
+            ])?;
+            if text_changed {
+                fts_del.execute([id])?;
+                if !new_text.trim().is_empty() && !inherited && !duplicate {
+                    fts_ins.execute(params![id, fts::index_text(&new_text, fts_max_bytes)])?;
+                }
+            }
+        }
+        progress(total as u64, total as u64);
+    }
+
+    // Raw records: every block rebuilt from the records messages use, each redacted (what
+    // earlier versions left unused goes with it).
+    let blocks: Vec<i64> = {
+        let mut st = tx.prepare("SELECT id FROM raw_blocks")?;
+        st.query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    let mut changed_records = 0u64;
+    {
+        let mut edit = |rec: &[u8]| -> Option<Vec<u8>> {
+            match redact::redact_bytes_tally(rec, &mut tally) {
+                std::borrow::Cow::Owned(out) => {
+                    changed_records += 1;
+                    Some(out)
+                }
+                std::borrow::Cow::Borrowed(_) => None,
+            }
+        };
+        r.raw_bytes_reclaimed = repack(&tx, &blocks, &mut edit)?;
+    }
+    r.raw_records = changed_records;
+    let (_, freed) = super::reclaim_raw(&tx)?;
+    r.raw_bytes_reclaimed += freed;
+
+    // Titles.
+    {
+        let rows: Vec<(i64, String)> = {
+            let mut st = tx.prepare("SELECT id, title FROM sessions WHERE title IS NOT NULL")?;
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (id, title) in rows {
+            let safe = super::ingest::redacted_title_tally(&title, &mut tally);
+            if safe != title {
+                r.titles += 1;
+                tx.execute(
+                    "UPDATE sessions SET title = ?2 WHERE id = ?1",
+                    params![id, safe],
+                )?;
+            }
+        }
+    }
+
+    // Compact rows and their full-text rows (their vectors follow by trigger).
+    r.compact_rows = scrub_layers(&tx, &mut tally)?;
+
+    // Adapter state in file cursors (earlier versions kept a prompt's text there).
+    {
+        let rows: Vec<(i64, String)> = {
+            let mut st = tx.prepare("SELECT id, cursor FROM source_files")?;
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (id, c) in rows {
+            if let std::borrow::Cow::Owned(safe) = redact::redact_text_tally(&c, &mut tally) {
+                tx.execute(
+                    "UPDATE source_files SET cursor = ?2 WHERE id = ?1",
+                    params![id, safe],
+                )?;
+            }
+        }
+    }
+
+    // The injection log's prompts.
+    {
+        let rows: Vec<(i64, String)> = {
+            let mut st =
+                tx.prepare("SELECT id, prompt FROM injections WHERE prompt IS NOT NULL")?;
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (id, p) in rows {
+            if let std::borrow::Cow::Owned(safe) = redact::redact_text_tally(&p, &mut tally) {
+                r.injections += 1;
+                tx.execute(
+                    "UPDATE injections SET prompt = ?2 WHERE id = ?1",
+                    params![id, safe],
+                )?;
+            }
+        }
+    }
+    tx.commit()?;
+
+    // The service's log files.
+    if let Some(dir) = logs_dir {
+        r.log_files = scrub_logs(dir, &mut tally);
+    }
+    r.found = tally
+        .iter()
+        .map(|(name, n)| (name.to_owned(), n))
+        .collect();
+    Ok(r)
+}
+
+/// The compact layers' text columns and the full-text body each row is indexed under (as
+/// the compact queue writes it).
+const LAYER_TEXT: &[(&str, &[&str], &str)] = &[
+    (
+        "observations",
+        &["title", "subtitle", "facts", "narrative"],
+        "title || char(10) || subtitle || char(10) || narrative || char(10) ||
+         (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(facts)) || char(10) ||
+         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_modified)) || ' ' ||
+         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_read))",
+    ),
+    (
+        "talk_summaries",
+        &["user_request", "summary", "completed"],
+        "user_request || char(10) || summary || char(10) || completed || char(10) ||
+         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_involved))",
+    ),
+    (
+        "session_summaries",
+        &["summary", "key_points"],
+        "summary || char(10) ||
+         (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(key_points)) || char(10) ||
+         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(technologies)) || char(10) ||
+         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_involved))",
+    ),
+];
+
+/// What the compact queue indexes of a layer row.
+const LAYER_FTS_BYTES: usize = 1 << 20;
+
+fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Result<u64> {
+    let mut n = 0;
+    for (table, columns, body) in LAYER_TEXT {
+        let select = format!("SELECT id, {} FROM {table}", columns.join(", "));
+        let rows: Vec<(i64, Vec<String>)> = {
+            let mut st = tx.prepare(&select)?;
+            st.query_map([], |r| {
+                let mut v = Vec::with_capacity(columns.len());
+                for i in 0..columns.len() {
+                    v.push(r.get::<_, String>(i + 1)?);
+                }
+                Ok((r.get(0)?, v))
+            })?
+            .collect::<rusqlite::Result<_>>()?
+        };
+        let set = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = ?{}", i + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for (id, values) in rows {
+            let mut changed = false;
+            let safe: Vec<String> = values
+                .iter()
+                .map(|v| match redact::redact_text_tally(v, tally) {
+                    std::borrow::Cow::Owned(s) => {
+                        changed = true;
+                        s
+                    }
+                    std::borrow::Cow::Borrowed(s) => s.to_owned(),
+                })
+                .collect();
+            if !changed {
+                continue;
+            }
+            n += 1;
+            let mut args: Vec<&dyn rusqlite::ToSql> = vec![&id];
+            args.extend(safe.iter().map(|s| s as &dyn rusqlite::ToSql));
+            tx.execute(
+                &format!("UPDATE {table} SET {set} WHERE id = ?1"),
+                &args[..],
+            )?;
+            let text: String = tx.query_row(
+                &format!("SELECT {body} FROM {table} WHERE id = ?1"),
+                [id],
+                |r| r.get(0),
+            )?;
+            let fts_table = fts_of(table);
+            tx.execute(&format!("DELETE FROM {fts_table} WHERE rowid = ?1"), [id])?;
+            tx.execute(
+                &format!("INSERT INTO {fts_table} (rowid, body) VALUES (?1, ?2)"),
+                params![id, fts::index_text(&text, LAYER_FTS_BYTES)],
+            )?;
+        }
+    }
+    Ok(n)
+}
+
+/// Redacts the log files in place (each written to a new file, then renamed over it).
+fn scrub_logs(dir: &std::path::Path, tally: &mut redact::Tally) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        if !path.is_file() {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if let std::borrow::Cow::Owned(safe) = redact::redact_bytes_tally(&bytes, tally) {
+            let tmp = path.with_extension("scrub-tmp");
+            if std::fs::write(&tmp, &safe).is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+                n += 1;
+            } else {
+                let _ = std::fs::remove_file(&tmp);
+                tracing::warn!(file = %path.display(), "cannot rewrite a log file");
+            }
+        }
+    }
+    n
+}
