@@ -18,8 +18,9 @@ UPDATE raw_refs SET refs = agg.n
 -- Blocks left at refs = 0 (written by earlier versions for messages that were ignored) are
 -- deleted by the code that runs after the migrations, which reports the bytes reclaimed.
 
--- `memex forget`: whole sessions by agent and id, single messages by their place in their
--- source file (path, line, seq), never by their content. An import skips both.
+-- `memex forget`: whole sessions by agent and id, single messages by their stable id (a source
+-- uuid or a line-based id), never by their content. An import skips both, also when the agent
+-- moved or compressed the file.
 CREATE TABLE forgotten_sessions (
     agent        TEXT NOT NULL,
     session_id   TEXT NOT NULL,
@@ -27,11 +28,11 @@ CREATE TABLE forgotten_sessions (
     PRIMARY KEY (agent, session_id)
 ) WITHOUT ROWID;
 CREATE TABLE forgotten_messages (
-    path         TEXT NOT NULL,
-    line         INTEGER NOT NULL,
-    seq          INTEGER NOT NULL,
+    agent        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    message_id   TEXT NOT NULL,
     forgotten_at INTEGER NOT NULL,
-    PRIMARY KEY (path, line, seq)
+    PRIMARY KEY (agent, session_id, message_id)
 ) WITHOUT ROWID;
 
 -- Deleting a row from a full-text index removes its terms from the index at once, instead of

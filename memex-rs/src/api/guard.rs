@@ -161,9 +161,31 @@ fn refuse_origin(origin: &str) -> ApiError {
     }
 }
 
-/// The `Host` check, with the error that names the value refused.
-pub fn check_host(policy: &Policy, headers: &HeaderMap) -> Result<(), ApiError> {
-    let host = headers.get(header::HOST).map(|v| v.to_str());
+/// The `Host` check, with the error that names the value refused. A request in absolute form
+/// (`GET http://name/…`) must name the service there too.
+pub fn check_host(
+    policy: &Policy,
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+) -> Result<(), ApiError> {
+    if let Some(a) = uri.authority()
+        && !policy.host_allowed(a.as_str())
+    {
+        return Err(ApiError {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            code: "host_not_allowed",
+            message: format!("the request names `{a}`, which is not this service"),
+        });
+    }
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = hosts.next().map(|v| v.to_str());
+    if hosts.next().is_some() {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request",
+            message: "the request has more than one Host header".into(),
+        });
+    }
     let refused = |what: String| ApiError {
         status: StatusCode::MISDIRECTED_REQUEST,
         code: "host_not_allowed",

@@ -127,7 +127,7 @@ pub fn router(st: ApiState) -> Router {
 /// (see [`guard`]).
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
     let policy = &st.policy;
-    if let Err(e) = guard::check_host(policy, req.headers()) {
+    if let Err(e) = guard::check_host(policy, req.headers(), req.uri()) {
         return e.into_response();
     }
     let cors = match policy.check_origin(req.headers()) {
@@ -252,15 +252,22 @@ async fn read<T: Send + 'static>(
 
 async fn read_in<T: Send + 'static>(
     st: &ApiState,
-    slots: &tokio::sync::Semaphore,
+    slots: &Arc<tokio::sync::Semaphore>,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let _slot = slots.acquire().await.map_err(ApiError::internal)?;
+    // Owned and moved into the read: a client that hangs up does not free the slot while its
+    // read still runs.
+    let slot = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(ApiError::internal)?;
     let pool = st.pool.clone();
     let expired = Arc::new(AtomicBool::new(false));
     let flag = expired.clone();
     let out = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
         pool.with(|c| {
             let deadline = std::time::Instant::now() + READ_DEADLINE;
             // SQLite calls this every few thousand steps; `true` interrupts the statement.
@@ -773,6 +780,30 @@ pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> 
     Ok((sel, dry_run))
 }
 
+/// Forget and scrub rewrite the archive file on the one writer: one at a time, others are
+/// told to come back instead of queueing behind it.
+fn one_rewrite() -> Result<RewriteGuard, ApiError> {
+    use std::sync::atomic::Ordering;
+    if REWRITING.swap(true, Ordering::AcqRel) {
+        return Err(ApiError {
+            status: StatusCode::CONFLICT,
+            code: "busy",
+            message: "a forget or scrub is already running; try again when it has finished".into(),
+        });
+    }
+    Ok(RewriteGuard)
+}
+
+static REWRITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+struct RewriteGuard;
+
+impl Drop for RewriteGuard {
+    fn drop(&mut self) {
+        REWRITING.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// `POST /api/forget`: body as [`forget_request`]. Answers what was (or, with `dry_run`, would
 /// be) removed.
 async fn forget_handler(
@@ -781,6 +812,7 @@ async fn forget_handler(
     body: axum::body::Bytes,
 ) -> ApiResult {
     Params::parse(q, &[])?;
+    let _one = one_rewrite()?;
     let w = st.writer.clone().ok_or_else(|| ApiError {
         status: StatusCode::SERVICE_UNAVAILABLE,
         code: "read_only",

@@ -180,7 +180,7 @@ fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()
         .context("cannot start the async runtime")?;
     rt.block_on(async {
         let store = crate::vector::VectorStore::open(&dir, dim).await?;
-        store.forget(gone).await
+        store.forget(gone, true).await
     })?;
     Ok(())
 }

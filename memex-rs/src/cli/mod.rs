@@ -1020,7 +1020,16 @@ fn post_service(
         _ => 30,
     });
     let connect = std::time::Duration::from_secs(30);
-    post_json(addr, api, path, &body, timeout, connect).map_err(|e| match &e {
+    // A service bound to every interface is reached on loopback (its Host check and the
+    // token's loopback rule expect that).
+    let addr = match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            let ip = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
+            format!("{ip}:{}", a.port())
+        }
+        _ => addr.to_owned(),
+    };
+    post_json(&addr, api, path, &body, timeout, connect).map_err(|e| match &e {
         ClientError::Refused { status, code, .. } => UserError {
             message: e.to_string(),
             // The service's regeneration guard: the CLI's way to confirm.

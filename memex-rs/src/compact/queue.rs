@@ -549,6 +549,16 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
     let tx = conn.transaction()?;
     let now = now_ms();
     let pk = job.session_pk;
+    // `memex forget` may have removed what this job read while it ran: it then puts the job
+    // back (or deletes it with its session), and the result is thrown away.
+    let live: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM compact_jobs WHERE id = ?1 AND state = 'running')",
+        [job.id],
+        |r| r.get(0),
+    )?;
+    if !live {
+        return tx.commit();
+    }
     match out {
         Output::L1(obs) => {
             unindex(

@@ -295,6 +295,9 @@ fn through_links(path: &Path) -> PathBuf {
 }
 
 fn write(path: &Path, root: &Map<String, Value>, existed: bool) -> Result<Change, HooksError> {
+    // The backup stays beside the path the user knows (not inside a dotfiles repository the
+    // link points into, where it could be committed).
+    let backup_dir = path.parent().unwrap_or(Path::new(".")).to_owned();
     let path = &through_links(path);
     let err = |source| HooksError::Write {
         path: path.into(),
@@ -308,10 +311,10 @@ fn write(path: &Path, root: &Map<String, Value>, existed: bool) -> Result<Change
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("settings.json");
-        let mut b = dir.join(format!("{name}.memex-backup-{stamp}"));
+        let mut b = backup_dir.join(format!("{name}.memex-backup-{stamp}"));
         let mut n = 1;
         while b.exists() {
-            b = dir.join(format!("{name}.memex-backup-{stamp}-{n}"));
+            b = backup_dir.join(format!("{name}.memex-backup-{stamp}-{n}"));
             n += 1;
         }
         std::fs::copy(path, &b).map_err(err)?;

@@ -1,7 +1,7 @@
 //! Taking things back: `memex forget` removes what the user asks for from every place Memex
 //! keeps it (messages, raw records, full-text rows, vectors, compact rows, the injection log)
-//! and remembers it by position so a later import does not bring it back; `memex scrub`
-//! applies the current redaction rules to everything already stored.
+//! and remembers it by identity (session and message ids) so a later import does not bring it
+//! back; `memex scrub` applies the current redaction rules to everything already stored.
 //!
 //! Both run on the writer connection, in one transaction: a failure changes nothing.
 
@@ -86,21 +86,32 @@ fn wiping<T, E: From<rusqlite::Error>>(
     let out = f(conn);
     if out.is_ok() {
         // A full-text index keeps a removed term's entry in its segments until they merge:
-        // merge them all now.
-        conn.execute_batch(
+        // merge them all now. What was asked is done (committed) by now: a failure here is
+        // worth a warning, not an error.
+        if let Err(e) = conn.execute_batch(
             "INSERT INTO messages_fts (messages_fts) VALUES ('optimize');
              INSERT INTO observations_fts (observations_fts) VALUES ('optimize');
              INSERT INTO talk_summaries_fts (talk_summaries_fts) VALUES ('optimize');
              INSERT INTO session_summaries_fts (session_summaries_fts) VALUES ('optimize');
              VACUUM;",
-        )?;
+        ) {
+            tracing::warn!(error = %e, "cannot rebuild the archive file; freed pages may keep old copies until the next `memex scrub`");
+        }
     }
-    let _ = conn.pragma_update(None, "secure_delete", "OFF");
+    if let Err(e) = conn.pragma_update(None, "secure_delete", "OFF") {
+        tracing::warn!(error = %e, "cannot turn secure_delete off");
+    }
     if out.is_ok() {
         // Readers between statements do not hold it back; one in a long read only delays the
         // truncation to the next checkpoint.
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "cannot empty the write-ahead log");
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            Ok(0) => {}
+            Ok(_) => tracing::warn!(
+                "the write-ahead log could not be emptied now (a reader is busy); the next checkpoint does it"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot empty the write-ahead log"),
         }
     }
     out
@@ -132,34 +143,60 @@ fn forget_in(
     r.messages = ids.len() as u64;
     let mut blocks: HashMap<i64, u64> = HashMap::new();
     let mut talks: HashSet<(i64, i64)> = HashSet::new();
+    // Sessions that lost a prompt: their title was cut from it.
+    let mut untitled: HashSet<i64> = HashSet::new();
     {
         let mut st = tx.prepare_cached(
-            "SELECT m.raw_block, m.session_pk, m.prompt_number, m.kind, f.path, m.line, m.seq
-             FROM messages m LEFT JOIN source_files f ON f.id = m.source_file_id WHERE m.id = ?1",
+            "SELECT m.raw_block, m.session_pk, m.prompt_number, m.kind, s.agent, s.session_id,
+                    m.message_id, m.source_file_id, m.line
+             FROM messages m JOIN sessions s ON s.id = m.session_pk WHERE m.id = ?1",
         )?;
         let mut remember = tx.prepare_cached(
-            "INSERT OR IGNORE INTO forgotten_messages (path, line, seq, forgotten_at)
+            "INSERT OR IGNORE INTO forgotten_messages (agent, session_id, message_id, forgotten_at)
              VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        // The other messages of the same record: the first of them carries the record's raw
+        // bytes, which hold the forgotten part too.
+        let mut siblings = tx.prepare_cached(
+            "SELECT id, raw_block FROM messages
+             WHERE source_file_id = ?1 AND line = ?2 AND raw_block IS NOT NULL AND id != ?3",
+        )?;
+        let mut unlink = tx.prepare_cached(
+            "UPDATE messages SET raw_block = NULL, raw_offset = NULL, raw_len = NULL WHERE id = ?1",
         )?;
         let mut fts_del = tx.prepare_cached("DELETE FROM messages_fts WHERE rowid = ?1")?;
         let mut outbox =
             tx.prepare_cached("INSERT INTO vector_outbox (tbl, ref) VALUES (0, ?1)")?;
         let mut del = tx.prepare_cached("DELETE FROM messages WHERE id = ?1")?;
+        type Row = (
+            Option<i64>,
+            i64,
+            i64,
+            String,
+            String,
+            String,
+            String,
+            Option<i64>,
+            i64,
+        );
+        let id_set: HashSet<i64> = ids.iter().copied().collect();
         for &id in &ids {
-            let Some((block, pk, prompt, kind, path, line, seq)) = st
+            let row: Option<Row> = st
                 .query_row([id], |r| {
                     Ok((
-                        r.get::<_, Option<i64>>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, i64>(6)?,
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
                     ))
                 })
-                .optional()?
-            else {
+                .optional()?;
+            let Some((block, pk, prompt, kind, agent, sid, mid, file, line)) = row else {
                 continue;
             };
             if let Some(b) = block {
@@ -171,22 +208,54 @@ fn forget_in(
                 r.gone.push((0, id));
             }
             r.fts_rows += 1;
-            if !whole_pks.contains(&pk) {
+            let partial = !whole_pks.contains(&pk);
+            if partial {
                 talks.insert((pk, prompt));
+                if kind == "user_prompt" {
+                    untitled.insert(pk);
+                }
             }
             if dry_run {
                 continue;
             }
-            if !whole_pks.contains(&pk)
-                && let Some(path) = path
-            {
-                remember.execute(params![path, line, seq, now])?;
+            if partial {
+                remember.execute(params![agent, sid, mid, now])?;
+                if let Some(file) = file {
+                    let sib: Vec<(i64, i64)> = siblings
+                        .query_map(params![file, line, id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<rusqlite::Result<_>>()?;
+                    for (sid_row, b) in sib {
+                        if id_set.contains(&sid_row) {
+                            continue;
+                        }
+                        unlink.execute([sid_row])?;
+                        *blocks.entry(b).or_default() += 1;
+                        r.raw_records += 1;
+                    }
+                }
             }
             fts_del.execute([id])?;
             if kind != "meta" {
                 outbox.execute([id])?;
             }
             del.execute([id])?;
+        }
+    }
+    if !dry_run {
+        let mut st =
+            tx.prepare_cached("UPDATE sessions SET title = NULL, title_rank = 0 WHERE id = ?1")?;
+        for pk in &untitled {
+            st.execute([pk])?;
+        }
+        // Jobs running now read what was just removed: put them back, so that their worker
+        // throws its result away (commit checks the job is still running) and they are done
+        // again from what is left.
+        let mut st = tx.prepare_cached(
+            "UPDATE compact_jobs SET state = 'pending', regenerate = 1, updated_at = ?2
+             WHERE session_pk = ?1 AND state = 'running'",
+        )?;
+        for pk in talks.iter().map(|(pk, _)| *pk).collect::<HashSet<_>>() {
+            st.execute(params![pk, now])?;
         }
     }
 
@@ -241,12 +310,12 @@ fn forget_in(
     // The injection log: the forgotten sessions' calls and the calls that injected them; with
     // a text, every logged prompt holding it.
     for s in &whole {
-        let pattern = format!("%\"session_id\":{}%", serde_json::json!(s.session_id));
+        let needle = format!("\"session_id\":{}", serde_json::json!(s.session_id));
         r.injections += count_or_delete(
             &tx,
             "injections",
-            "session_id = ?1 OR refs LIKE ?2",
-            params![s.session_id, pattern],
+            "session_id = ?1 OR instr(refs, ?2) > 0",
+            params![s.session_id, needle],
             dry_run,
         )?;
     }
@@ -316,26 +385,44 @@ fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>)
         Selector::Session(id) => {
             let s = super::read::find_session(tx, id)?
                 .ok_or_else(|| ForgetError::NoSession(id.clone()))?;
-            let mut all = vec![Whole {
-                pk: s.pk,
-                agent: s.agent.clone(),
-                session_id: s.session_id.clone(),
-            }];
-            // Its sub-agents ran inside it.
+            // Its sub-agents (and theirs) ran inside it and go whole; a fork (a thread started
+            // from it) keeps its own work and loses only the copy of this session it began with.
             let mut st = tx.prepare(
-                "SELECT id, agent, session_id FROM sessions WHERE parent_session_id = ?1 AND agent = ?2",
+                "WITH RECURSIVE d (pk, sid, agent, sub) AS (
+                   SELECT id, session_id, agent, 0 FROM sessions WHERE id = ?1
+                   UNION
+                   SELECT c.id, c.session_id, c.agent, c.is_subagent
+                   FROM sessions c JOIN d ON c.parent_session_id = d.sid AND c.agent = d.agent)
+                 SELECT pk, agent, sid, sub FROM d",
             )?;
-            all.extend(
-                st.query_map(params![s.session_id, s.agent], |r| {
-                    Ok(Whole {
-                        pk: r.get(0)?,
-                        agent: r.get(1)?,
-                        session_id: r.get(2)?,
-                    })
+            let tree: Vec<(Whole, bool)> = st
+                .query_map([s.pk], |r| {
+                    Ok((
+                        Whole {
+                            pk: r.get(0)?,
+                            agent: r.get(1)?,
+                            session_id: r.get(2)?,
+                        },
+                        r.get::<_, bool>(3)?,
+                    ))
                 })?
-                .collect::<rusqlite::Result<Vec<_>>>()?,
-            );
-            (all, Vec::new())
+                .collect::<rusqlite::Result<_>>()?;
+            let mut all = Vec::new();
+            let mut msgs = Vec::new();
+            let mut copies =
+                tx.prepare("SELECT id FROM messages WHERE session_pk = ?1 AND inherited = 1")?;
+            for (w, sub) in tree {
+                if w.pk == s.pk || sub {
+                    all.push(w);
+                } else {
+                    msgs.extend(
+                        copies
+                            .query_map([w.pk], |r| r.get::<_, i64>(0))?
+                            .collect::<rusqlite::Result<Vec<_>>>()?,
+                    );
+                }
+            }
+            (all, msgs)
         }
         Selector::Project(p) => {
             let p = p.trim_end_matches('/');
@@ -786,10 +873,7 @@ fn scrub_in(
     if let Some(dir) = logs_dir {
         r.log_files = scrub_logs(dir, &mut tally);
     }
-    r.found = tally
-        .iter()
-        .map(|(name, n)| (name.to_owned(), n))
-        .collect();
+    r.found = tally.iter().map(|(name, n)| (name.to_owned(), n)).collect();
     Ok(r)
 }
 
@@ -882,7 +966,7 @@ fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Re
     Ok(n)
 }
 
-/// Redacts the log files in place (each written to a new file, then renamed over it).
+/// Redacts the log files in place.
 fn scrub_logs(dir: &std::path::Path, tally: &mut redact::Tally) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -897,11 +981,10 @@ fn scrub_logs(dir: &std::path::Path, tally: &mut redact::Tally) -> u64 {
             continue;
         };
         if let std::borrow::Cow::Owned(safe) = redact::redact_bytes_tally(&bytes, tally) {
-            let tmp = path.with_extension("scrub-tmp");
-            if std::fs::write(&tmp, &safe).is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+            // In place (the same file, truncated): the service may be appending to it.
+            if std::fs::write(&path, &safe).is_ok() {
                 n += 1;
             } else {
-                let _ = std::fs::remove_file(&tmp);
                 tracing::warn!(file = %path.display(), "cannot rewrite a log file");
             }
         }

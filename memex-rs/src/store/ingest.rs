@@ -429,7 +429,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     }
 
     // What the user forgot stays forgotten: its sessions and its messages' places are skipped.
-    let forgotten = Forgotten::load(tx, b, &path)?;
+    let forgotten = Forgotten::load(tx, b)?;
     // Sessions first, so messages can refer to them.
     let mut session_pk: HashMap<String, i64> = HashMap::new();
     for s in &b.sessions {
@@ -471,14 +471,15 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 pk
             }
         };
-        let row = MessageParams::new(pk, file_id, p, &block_ids);
+        let keep_raw = !forgotten.record(m);
+        let row = MessageParams::new(pk, file_id, p, &block_ids, keep_raw);
         let n = ins.execute(&row.values()[..])?;
         if n == 1 {
             let rowid = tx.last_insert_rowid();
             if let Some(idx) = &p.index {
                 fts_ins.execute(params![rowid, idx])?;
             }
-            if let Some(r) = p.raw_ref {
+            if let Some(r) = p.raw_ref.filter(|_| keep_raw) {
                 uses.insert(rowid, r);
             }
             applied.inserted += 1;
@@ -488,7 +489,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
             }
         } else if let Some((id, old_block)) = update_existing(tx, &row)? {
             applied.updated += 1;
-            if let Some(r) = p.raw_ref {
+            if let Some(r) = p.raw_ref.filter(|_| keep_raw) {
                 uses.insert(id, r);
                 if let Some(old) = old_block.filter(|o| !block_ids.contains(o)) {
                     *released.entry(old).or_default() += 1;
@@ -640,41 +641,63 @@ fn keep_used_records(
 /// What the user forgot, as it concerns one batch.
 struct Forgotten {
     sessions: HashSet<String>,
-    places: HashSet<(u64, u64)>,
+    /// (session id, message id).
+    messages: HashSet<(String, String)>,
+    /// Lines holding a forgotten message: their record's raw bytes are not kept either (the
+    /// record's first message carries them, and they include the forgotten part).
+    lines: HashSet<u64>,
 }
 
 impl Forgotten {
-    fn load(tx: &Transaction<'_>, b: &Batch, path: &str) -> rusqlite::Result<Forgotten> {
-        let mut sessions = HashSet::new();
-        let any: bool = tx.query_row(
-            "SELECT EXISTS (SELECT 1 FROM forgotten_sessions WHERE agent = ?1)",
+    fn load(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Forgotten> {
+        let mut f = Forgotten {
+            sessions: HashSet::new(),
+            messages: HashSet::new(),
+            lines: HashSet::new(),
+        };
+        let (any_session, any_message): (bool, bool) = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM forgotten_sessions WHERE agent = ?1),
+                    EXISTS (SELECT 1 FROM forgotten_messages WHERE agent = ?1)",
             [b.agent],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        if any {
-            let ids: HashSet<&str> = b
-                .sessions
-                .iter()
-                .map(|s| s.info.session_id.as_str())
-                .chain(b.messages.iter().map(|p| p.m.session_id.as_str()))
-                .collect();
-            let mut st = tx.prepare_cached(
-                "SELECT 1 FROM forgotten_sessions WHERE agent = ?1 AND session_id = ?2",
-            )?;
-            for id in ids {
-                if st.exists(params![b.agent, id])? {
-                    sessions.insert(id.to_owned());
+        if !any_session && !any_message {
+            return Ok(f);
+        }
+        let ids: HashSet<&str> = b
+            .sessions
+            .iter()
+            .map(|s| s.info.session_id.as_str())
+            .chain(b.messages.iter().map(|p| p.m.session_id.as_str()))
+            .collect();
+        let mut whole = tx.prepare_cached(
+            "SELECT 1 FROM forgotten_sessions WHERE agent = ?1 AND session_id = ?2",
+        )?;
+        let mut some = tx.prepare_cached(
+            "SELECT message_id FROM forgotten_messages WHERE agent = ?1 AND session_id = ?2",
+        )?;
+        for id in ids {
+            if any_session && whole.exists(params![b.agent, id])? {
+                f.sessions.insert(id.to_owned());
+            }
+            if any_message {
+                for m in some.query_map(params![b.agent, id], |r| r.get::<_, String>(0))? {
+                    f.messages.insert((id.to_owned(), m?));
                 }
             }
         }
-        let mut st =
-            tx.prepare_cached("SELECT line, seq FROM forgotten_messages WHERE path = ?1")?;
-        let places = st
-            .query_map([path], |r| {
-                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(Forgotten { sessions, places })
+        if !f.messages.is_empty() {
+            f.lines = b
+                .messages
+                .iter()
+                .filter(|p| {
+                    f.messages
+                        .contains(&(p.m.session_id.clone(), p.m.message_id.clone()))
+                })
+                .map(|p| p.m.line)
+                .collect();
+        }
+        Ok(f)
     }
 
     fn session(&self, id: &str) -> bool {
@@ -683,7 +706,15 @@ impl Forgotten {
 
     fn message(&self, m: &ParsedMessage) -> bool {
         self.session(&m.session_id)
-            || (!self.places.is_empty() && self.places.contains(&(m.line, m.seq)))
+            || (!self.messages.is_empty()
+                && self
+                    .messages
+                    .contains(&(m.session_id.clone(), m.message_id.clone())))
+    }
+
+    /// Whether the record of `m` held a forgotten message.
+    fn record(&self, m: &ParsedMessage) -> bool {
+        !self.lines.is_empty() && self.lines.contains(&m.line)
     }
 }
 
@@ -730,7 +761,7 @@ struct MessageParams<'a> {
 }
 
 impl<'a> MessageParams<'a> {
-    fn new(pk: i64, file_id: i64, p: &'a Prepared, block_ids: &[i64]) -> Self {
+    fn new(pk: i64, file_id: i64, p: &'a Prepared, block_ids: &[i64], keep_raw: bool) -> Self {
         let m = &p.m;
         let u = m.usage;
         let n = |f: fn(&ai_cli_session_collector::Usage) -> u64| u.as_ref().map(|u| f(u) as i64);
@@ -756,7 +787,7 @@ impl<'a> MessageParams<'a> {
                 n(|u| u.cache_creation_tokens),
                 n(|u| u.reasoning_tokens),
             ],
-            raw: match p.raw_ref {
+            raw: match p.raw_ref.filter(|_| keep_raw) {
                 Some(r) => [
                     Some(block_ids[r.block]),
                     Some(r.offset as i64),

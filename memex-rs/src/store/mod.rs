@@ -133,28 +133,35 @@ pub fn private_dir(data_dir: &Path) -> std::io::Result<usize> {
         return Ok(0);
     }
     let mut changed = 0;
-    let mut stack = vec![data_dir.to_owned()];
-    while let Some(dir) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&dir)?;
-        if meta.permissions().mode() & 0o777 != 0o700 {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-            changed += 1;
+    let tighten = |p: &Path, dir: bool, changed: &mut usize| -> std::io::Result<()> {
+        let m = std::fs::symlink_metadata(p)?.permissions().mode();
+        if m & 0o077 != 0 {
+            let to = if dir { 0o700 } else { m & 0o700 | 0o600 };
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(to))?;
+            *changed += 1;
         }
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let ft = entry.file_type()?;
-            if ft.is_dir() {
-                stack.push(entry.path());
-            } else if ft.is_file() {
-                let m = entry.metadata()?.permissions().mode();
-                if m & 0o077 != 0 {
-                    std::fs::set_permissions(
-                        entry.path(),
-                        std::fs::Permissions::from_mode(m & 0o700 | 0o600),
-                    )?;
-                    changed += 1;
-                }
+        Ok(())
+    };
+    tighten(data_dir, true, &mut changed)?;
+    // Only what Memex writes there: the folder may be one the user shares with other things.
+    let mut stack = Vec::new();
+    for entry in std::fs::read_dir(data_dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("memex.") || ["logs", "vectors", "models"].contains(&name.as_ref()) {
+            stack.push(entry.path());
+        }
+    }
+    while let Some(p) = stack.pop() {
+        let ft = std::fs::symlink_metadata(&p)?.file_type();
+        if ft.is_dir() {
+            tighten(&p, true, &mut changed)?;
+            for entry in std::fs::read_dir(&p)? {
+                stack.push(entry?.path());
             }
+        } else if ft.is_file() {
+            tighten(&p, false, &mut changed)?;
         }
     }
     tracing::info!(

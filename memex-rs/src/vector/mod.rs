@@ -244,35 +244,46 @@ impl VectorStore {
         Ok(())
     }
 
-    /// Deletes the vectors of forgotten rows, `(table code, row id)`, and then the older
-    /// versions of each table that still hold them: nothing forgotten stays in the folder.
-    /// Only for a process holding the archive's lock (no other writer).
-    pub async fn forget(&self, gone: &[(i64, i64)]) -> Result<(), VectorError> {
+    /// Deletes the vectors of forgotten rows, `(table code, row id)`, rewrites every file that
+    /// held one (a deletion alone only marks the row), and removes the older versions that
+    /// still point at those files: nothing forgotten stays in the folder. `prune_now`: drop
+    /// every older version at once (only for a process holding the archive's lock); otherwise
+    /// versions older than a minute go (the service's readers may hold a newer one).
+    pub async fn forget(&self, gone: &[(i64, i64)], prune_now: bool) -> Result<(), VectorError> {
         for t in Tbl::ALL {
             let refs: Vec<i64> = gone
                 .iter()
                 .filter(|(code, _)| *code == t as i64)
                 .map(|(_, id)| *id)
                 .collect();
+            if refs.is_empty() {
+                continue;
+            }
             let Some(table) = self.table(t).await? else {
                 continue;
             };
             for chunk in refs.chunks(1000) {
                 self.replace(t, chunk, Vec::new()).await?;
             }
-            if refs.is_empty() {
-                continue;
-            }
             table
                 .optimize(OptimizeAction::Compact {
-                    options: Default::default(),
+                    options: lancedb::table::CompactionOptions {
+                        materialize_deletions: true,
+                        materialize_deletions_threshold: 0.0,
+                        ..Default::default()
+                    },
                     remap_options: None,
                 })
                 .await?;
+            let older_than = if prune_now {
+                lancedb::table::Duration::zero()
+            } else {
+                lancedb::table::Duration::minutes(1)
+            };
             table
                 .optimize(OptimizeAction::Prune {
-                    older_than: Some(lancedb::table::Duration::zero()),
-                    delete_unverified: Some(true),
+                    older_than: Some(older_than),
+                    delete_unverified: Some(prune_now),
                     error_if_tagged_old_versions: None,
                 })
                 .await?;

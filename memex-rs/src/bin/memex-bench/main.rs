@@ -789,6 +789,47 @@ fn talk_cost(data: &Path) {
     line("L3 per sess.", &l3);
 }
 
+/// Redaction throughput over a corpus's records, as import runs it: each line's raw bytes, and
+/// the same line as text (the message text and tool input are redacted as text).
+fn bench_redact(corpus: &Path) {
+    use memex::store::redact;
+    let lines: Vec<Vec<u8>> = walk(corpus)
+        .iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .flat_map(|b| {
+            b.split(|c| *c == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let bytes: usize = lines.iter().map(Vec::len).sum();
+    let texts: Vec<String> = lines
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    for pass in 1..=2 {
+        let t = std::time::Instant::now();
+        let mut found = 0u64;
+        for l in &lines {
+            found += u64::from(redact::redact_bytes(l).1);
+        }
+        let raw = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        for l in &texts {
+            found += u64::from(redact::redact_text(l).1);
+        }
+        let text = t.elapsed().as_secs_f64();
+        println!(
+            "pass {pass}: {} lines, {:.1} MB: raw bytes {:.0} MB/s, text {:.0} MB/s ({found} secrets)",
+            lines.len(),
+            bytes as f64 / 1e6,
+            bytes as f64 / 1e6 / raw,
+            bytes as f64 / 1e6 / text
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -823,6 +864,7 @@ fn main() {
             arg("--workers").map_or(2, |n| n.parse().expect("--workers N")),
         ),
         Some("talk-cost") => talk_cost(&path("--data")),
+        Some("redact") => bench_redact(&path("--corpus")),
         Some("embed") => vec::embed(arg("--texts").map_or(2000, |n| n.parse().expect("--texts N"))),
         Some("vectors") => vec::index(
             &path("--data"),
@@ -855,7 +897,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
             );
             std::process::exit(2);
         }
