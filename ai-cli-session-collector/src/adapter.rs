@@ -167,6 +167,16 @@ impl Emit {
         self.out.messages.push(m);
     }
 
+    /// Reports a record that is stored, but part of which could not be used.
+    pub fn note(&mut self, rec: &Record<'_>, reason: impl Into<String>) {
+        self.out.issues.push(ParseIssue {
+            line: rec.line,
+            byte_offset: rec.offset,
+            reason: reason.into(),
+            kept: true,
+        });
+    }
+
     /// Reports a record that was decoded but could not be used, and is skipped.
     pub fn skip(&mut self, rec: &Record<'_>, reason: impl Into<String>) {
         self.out.issues.push(ParseIssue {
@@ -196,12 +206,17 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
     if cursor.offset > 0 && !still_same_file(path, &cursor).map_err(io)? {
         cursor = Cursor::default();
     }
+    let mut chunk = reader::read_lines(path, cursor.offset, max_bytes).map_err(io)?;
+    if chunk.past_end {
+        // Shorter than the cursor, which only reading can tell for a `.zst` file: rewritten.
+        cursor = Cursor::default();
+        chunk = reader::read_lines(path, 0, max_bytes).map_err(io)?;
+    }
     let mut state: S = if cursor.offset == 0 {
         S::default()
     } else {
         serde_json::from_value(cursor.state.clone()).unwrap_or_default()
     };
-    let chunk = reader::read_lines(path, cursor.offset, max_bytes).map_err(io)?;
     let mut emit = Emit::default();
     let mut line_no = cursor.line;
     let mut consumed = chunk.data.len() as u64;
@@ -213,14 +228,7 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
         }
         match reader::decode_json(trimmed) {
             Ok(d) => {
-                if d.lossy_utf8 {
-                    emit.out.issues.push(ParseIssue {
-                        line: line_no,
-                        byte_offset: offset,
-                        reason: "invalid UTF-8, decoded with U+FFFD replacements".into(),
-                        kept: true,
-                    });
-                }
+                let issues_before = emit.out.issues.len();
                 let before = emit.out.messages.len();
                 on_record(
                     state,
@@ -238,6 +246,18 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
                 }
                 if let Some(first) = emit.out.messages.get_mut(before) {
                     first.raw = Some(raw.to_vec());
+                    // Reported as kept only when it was: a skipped record has its own issue.
+                    if d.lossy_utf8 {
+                        emit.out.issues.insert(
+                            issues_before,
+                            ParseIssue {
+                                line: line_no,
+                                byte_offset: offset,
+                                reason: "invalid UTF-8, decoded with U+FFFD replacements".into(),
+                                kept: true,
+                            },
+                        );
+                    }
                 }
             }
             Err(reason) => emit.out.issues.push(ParseIssue {

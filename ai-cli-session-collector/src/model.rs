@@ -117,13 +117,16 @@ impl Usage {
         }
     }
 
+    /// Saturating: counts come from the transcript, which may hold any number.
     fn add(self, o: Usage) -> Usage {
         Usage {
-            input_tokens: self.input_tokens + o.input_tokens,
-            output_tokens: self.output_tokens + o.output_tokens,
-            cache_read_tokens: self.cache_read_tokens + o.cache_read_tokens,
-            cache_creation_tokens: self.cache_creation_tokens + o.cache_creation_tokens,
-            reasoning_tokens: self.reasoning_tokens + o.reasoning_tokens,
+            input_tokens: self.input_tokens.saturating_add(o.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(o.output_tokens),
+            cache_read_tokens: self.cache_read_tokens.saturating_add(o.cache_read_tokens),
+            cache_creation_tokens: self
+                .cache_creation_tokens
+                .saturating_add(o.cache_creation_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(o.reasoning_tokens),
         }
     }
 }

@@ -19,6 +19,9 @@ pub struct Chunk {
     pub at_end: bool,
     /// Whether an unterminated tail follows `data` at the end of the file.
     pub pending_tail: bool,
+    /// The (decompressed) content ends before `start`: the file was rewritten shorter. Only a
+    /// read tells for a `.zst` file, whose content length is not known beforehand.
+    pub past_end: bool,
 }
 
 impl Chunk {
@@ -49,23 +52,25 @@ fn is_zstd(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
-/// Opens a file as a byte stream positioned at `offset` of its (decompressed) content.
-fn open_at(path: &Path, offset: u64) -> io::Result<Box<dyn Read>> {
+/// Opens a file as a byte stream positioned at `offset` of its (decompressed) content. Also
+/// says whether the content is shorter than `offset`.
+fn open_at(path: &Path, offset: u64) -> io::Result<(Box<dyn Read>, bool)> {
     let mut f = File::open(path)?;
     if is_zstd(path) {
         let mut dec = zstd::stream::read::Decoder::new(f)?;
-        io::copy(&mut (&mut dec).take(offset), &mut io::sink())?;
-        Ok(Box::new(dec))
+        let skipped = io::copy(&mut (&mut dec).take(offset), &mut io::sink())?;
+        Ok((Box::new(dec), skipped < offset))
     } else {
+        let short = f.metadata()?.len() < offset;
         f.seek(SeekFrom::Start(offset))?;
-        Ok(Box::new(f))
+        Ok((Box::new(f), short))
     }
 }
 
 /// Reads complete lines from `offset`, about `max_bytes` of them (always at least one whole
 /// line, however long). A partial last line is never returned.
 pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chunk> {
-    let mut r = open_at(path, offset)?;
+    let (mut r, past_end) = open_at(path, offset)?;
     let mut buf = Vec::with_capacity(max_bytes.min(1 << 20));
     let mut eof = false;
     // Read about max_bytes, then keep going until a newline is in the buffer or EOF.
@@ -95,12 +100,13 @@ pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chun
         start: offset,
         at_end,
         pending_tail,
+        past_end,
     })
 }
 
 /// Reads everything from `offset` to the end of the file (the unterminated tail).
 pub fn read_lines_tail(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
-    let mut r = open_at(path, offset)?;
+    let (mut r, _) = open_at(path, offset)?;
     let mut v = Vec::new();
     r.read_to_end(&mut v)?;
     Ok(v)
@@ -108,7 +114,7 @@ pub fn read_lines_tail(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
 
 /// Reads a whole file (decompressing `.zst`).
 pub fn read_all(path: &Path) -> io::Result<Vec<u8>> {
-    let mut r = open_at(path, 0)?;
+    let (mut r, _) = open_at(path, 0)?;
     let mut v = Vec::new();
     r.read_to_end(&mut v)?;
     Ok(v)
@@ -118,7 +124,7 @@ pub fn read_all(path: &Path) -> io::Result<Vec<u8>> {
 /// fingerprints mean the file was appended to, not rewritten.
 pub fn head_fingerprint(path: &Path, upto: u64) -> io::Result<String> {
     let n = upto.min(HEAD_BYTES);
-    let mut r = open_at(path, 0)?;
+    let (mut r, _) = open_at(path, 0)?;
     let mut buf = Vec::with_capacity(n as usize);
     r.by_ref().take(n).read_to_end(&mut buf)?;
     let digest = Sha256::digest(&buf);

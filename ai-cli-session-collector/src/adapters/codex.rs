@@ -129,15 +129,15 @@ fn handle(
     }
     let ty = str_of(v, "type");
     let payload = v.get("payload");
+    if st.session_id.is_none() {
+        st.session_id = Some(fallback.to_owned());
+    }
     if rec.line == 1 && ty.is_none() && v.get("id").is_some() {
         // Pre-envelope header: `{id, timestamp, instructions, git?, cwd?}`.
         st.legacy = true;
         session_meta(st, v, v.get("timestamp"), info);
         meta(st, emit, &rec, Role::System, String::new(), None);
         return;
-    }
-    if st.session_id.is_none() {
-        st.session_id = Some(fallback.to_owned());
     }
     let ts = v.get("timestamp").and_then(parse_ts);
     if st.inherited && ts.is_some_and(|t| st.start_ts.is_some_and(|s| t >= s)) {
@@ -200,7 +200,10 @@ fn handle(
 }
 
 fn session_meta(st: &mut State, p: &Value, ts: Option<&Value>, info: &mut SessionInfo) {
-    st.session_id = string_of(p, "id").or_else(|| string_of(p, "session_id"));
+    // Without an id (damaged line) the session keeps the one it has: the file name's.
+    if let Some(id) = string_of(p, "id").or_else(|| string_of(p, "session_id")) {
+        st.session_id = Some(id);
+    }
     st.start_ts = ts.and_then(parse_ts).or(Some(i64::MIN));
     if let Some(t) = ts.and_then(parse_ts) {
         info.started_at = Some(t);

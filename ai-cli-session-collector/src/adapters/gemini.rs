@@ -202,7 +202,8 @@ fn jsonl_record(
         if let Some(list) = set.get("messages") {
             match list.as_array() {
                 Some(list) => checkpoint(ctx, st, emit, list, info),
-                None => emit.skip(&rec, "`$set.messages` is not a list"),
+                // The record itself is kept (its meta message carries the line).
+                None => emit.note(&rec, "`$set.messages` is not a list"),
             }
         }
         return;
@@ -216,13 +217,19 @@ fn jsonl_record(
         record_meta(ctx, st, emit, &rec, format!("rewind to {target}"));
         return;
     }
-    if o.get("id").is_some_and(Value::is_string) && o.get("type").is_some() {
+    if has_message_id(v) && o.get("type").is_some() {
         message(ctx, st, emit, v, info);
         return;
     }
     // Metadata line (normally the first).
     session_fields(st, v, info);
     record_meta(ctx, st, emit, &rec, String::new());
+}
+
+/// Whether a record is a message: it has an id (an empty one cannot identify a message; such a
+/// record is kept like any other non-message record).
+fn has_message_id(v: &Value) -> bool {
+    str_of(v, "id").is_some_and(|id| !id.is_empty())
 }
 
 /// The meta message that keeps a non-message record (metadata, `$set`, `$rewindTo`).
@@ -276,7 +283,7 @@ fn checkpoint(
     deactivate(st, emit, &sid, dropped);
     st.order.clear();
     for m in list {
-        if m.get("id").is_some_and(Value::is_string) {
+        if has_message_id(m) {
             message(ctx, st, emit, m, info);
         }
     }
@@ -578,6 +585,12 @@ fn parse_document(
         at_end: true,
         ..Default::default()
     };
+    if out.cursor.offset > len {
+        // Shorter than when last read, and (if it is read below) unreadable: the cursor keeps
+        // the state, but its size and head no longer describe the file.
+        out.cursor.offset = len;
+        out.cursor.head = None;
+    }
     if unchanged || bytes.trim_ascii().is_empty() {
         return Ok((out, st));
     }
