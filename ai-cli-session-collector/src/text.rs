@@ -99,20 +99,51 @@ pub fn tool_call_text(name: &str, input: &Value) -> String {
     out
 }
 
-/// Removes every `<tag>…</tag>` element of the given tags, anywhere in `s`.
+/// Removes every `<tag>…</tag>` element of the given tags, anywhere in `s`: tag by tag, the
+/// leftmost `<tag` that has a `</tag>` after it is removed through that `</tag>`, until none is
+/// left (the text joined by a removal may form a new `<tag`).
 fn strip_elements(s: &str, tags: &[&str]) -> String {
     let mut s = s.to_owned();
     for tag in tags {
         let open = format!("<{tag}");
-        let close = format!("</{tag}>");
-        while let Some(i) = s.find(&open) {
-            match s[i..].find(&close) {
-                Some(j) => s.replace_range(i..i + j + close.len(), ""),
-                None => break,
-            }
+        if s.contains(&open) {
+            s = strip_element(&s, &open, &format!("</{tag}>"));
         }
     }
     s
+}
+
+/// One tag of [`strip_elements`], in one pass: a text can be megabytes and hold thousands of
+/// elements, so nothing is searched or moved twice. `open` and `close` are ASCII.
+fn strip_element(s: &str, open: &str, close: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    loop {
+        // `out` holds no `<tag`; the leftmost one either starts in its last bytes and ends in
+        // `rest` (formed by the last removal), or lies in `rest`.
+        let joined = (out.len().saturating_sub(open.len() - 1)..out.len()).find(|&k| {
+            out.is_char_boundary(k)
+                && open.starts_with(&out[k..])
+                && rest.starts_with(&open[out.len() - k..])
+        });
+        if let Some(k) = joined {
+            let open_end = open.len() - (out.len() - k);
+            let Some(j) = rest[open_end..].find(close) else {
+                break;
+            };
+            out.truncate(k);
+            rest = &rest[open_end + j + close.len()..];
+            continue;
+        }
+        let Some(i) = rest.find(open) else { break };
+        let Some(j) = rest[i..].find(close) else {
+            break;
+        };
+        out.push_str(&rest[..i]);
+        rest = &rest[i + j + close.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A title from a prompt: harness wrappers and attachment placeholders removed.
@@ -229,6 +260,70 @@ mod tests {
         assert!(!has_content_beyond_wrappers(only.as_array().unwrap()));
         let img = serde_json::json!([{"type":"image","source":{}}]);
         assert!(has_content_beyond_wrappers(img.as_array().unwrap()));
+    }
+
+    /// The removal as first written (quadratic: each removal rescanned and moved the text).
+    fn strip_elements_reference(s: &str, tags: &[&str]) -> String {
+        let mut s = s.to_owned();
+        for tag in tags {
+            let open = format!("<{tag}");
+            let close = format!("</{tag}>");
+            while let Some(i) = s.find(&open) {
+                match s[i..].find(&close) {
+                    Some(j) => s.replace_range(i..i + j + close.len(), ""),
+                    None => break,
+                }
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn stripping_matches_the_reference_on_joins_and_nesting() {
+        let tags = &["ab", "a"];
+        for s in [
+            "<a</a>b>x</ab>y",
+            "<<ab></ab>ab>1</ab>2",
+            "<a<a></a>></a>",
+            "认<a>认</a>认<ab",
+            "</ab><ab>",
+            "<ab>x</ab><ab>y",
+        ] {
+            assert_eq!(
+                strip_elements(s, tags),
+                strip_elements_reference(s, tags),
+                "{s}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn stripping_matches_the_reference(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "<", ">", "/", "a", "b", "ab", "<a", "<ab", "</a>", "</ab>", "<a>", "<ab>",
+                    "x", "认", " ",
+                ]),
+                0..40,
+            )
+        ) {
+            let s = parts.concat();
+            let tags = &["ab", "a", "b"];
+            proptest::prop_assert_eq!(strip_elements(&s, tags), strip_elements_reference(&s, tags));
+        }
+    }
+
+    #[test]
+    fn stripping_many_elements_is_fast() {
+        let s = "<ide_selection>x</ide_selection>".repeat(200_000) + "keep";
+        let t = std::time::Instant::now();
+        assert_eq!(strip_elements(&s, CLAUDE_WRAPPERS), "keep");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
