@@ -1684,7 +1684,8 @@ struct Stats {
     spoiled_tails: u64,
     /// Parses that read a record before its newline was written.
     owed_newlines: u64,
-    slowest: Duration,
+    /// The slowest case (all its parses) and its number.
+    slowest: (Duration, u64),
 }
 
 struct Harness {
@@ -2291,7 +2292,7 @@ fn run(agent: Agent) {
                 agent.name()
             );
         }
-        h.stats.slowest = h.stats.slowest.max(t0.elapsed());
+        h.stats.slowest = h.stats.slowest.max((t0.elapsed(), case));
     }
     let s = &h.stats;
     eprintln!(
@@ -2299,7 +2300,7 @@ fn run(agent: Agent) {
          {} messages, {} prompts, \
          issues: {} invalid JSON, {} too deep, {} lossy UTF-8, {} skipped records; \
          {} documents, {} huge, {} zstd, {} rewrites seen, {} records read before their newline, \
-         {} spoiled tails; slowest case {:.1?} \
+         {} spoiled tails; slowest case {:.1?} (case {}) \
          (seed {:#x}, cases {:?})",
         agent.name(),
         s.cases,
@@ -2319,7 +2320,8 @@ fn run(agent: Agent) {
         s.rewrites_detected,
         s.owed_newlines,
         s.spoiled_tails,
-        s.slowest,
+        s.slowest.0,
+        s.slowest.1,
         cfg.seed,
         range,
     );
