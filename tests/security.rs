@@ -304,31 +304,11 @@ fn the_data_folder_is_private_whatever_the_umask() {
     }
 }
 
-/// A tiny deterministic generator, so a failing run can be replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
-
 fn hostile_value(rng: &mut Rng) -> String {
     match rng.below(10) {
         0 => String::new(),
         1 => "%FF%FE%00".into(),
-        2 => "x".repeat(rng.below(5000)),
+        2 => "x".repeat(rng.below(5000) as usize),
         3 => "-1".into(),
         4 => "99999999999999999999".into(),
         5 => "%E8%AA%8D%E8%A8%BC%20%E5%A4%B1%E6%95%97".into(),
@@ -346,7 +326,7 @@ fn hostile_value(rng: &mut Rng) -> String {
 fn hostile_body(rng: &mut Rng) -> String {
     match rng.below(9) {
         0 => String::new(),
-        1 => "{".repeat(rng.below(3000)),
+        1 => "{".repeat(rng.below(3000) as usize),
         2 => "[1, 2".into(),
         3 => (0..rng.below(200))
             .map(|_| char::from(b' ' + (rng.next() % 95) as u8))
@@ -354,7 +334,7 @@ fn hostile_body(rng: &mut Rng) -> String {
         4 => r#"{"level": 5, "session": [], "since": {}}"#.into(),
         5 => r#"{"mode": "smart", "cwd": "/p", "prompt": "why does the build fail again", "max_results": -3}"#.into(),
         6 => r#"{"session": "nope", "match": "abcd"}"#.into(),
-        7 => format!("{{\"q\": \"{}\"}}", "z".repeat(rng.below(100_000))),
+        7 => format!("{{\"q\": \"{}\"}}", "z".repeat(rng.below(100_000) as usize)),
         _ => r#"{"dry_run": "yes", "before": "yesterday"}"#.into(),
     }
 }

@@ -555,22 +555,6 @@ fn a_token_guards_the_api_and_is_required_off_loopback() {
     );
 }
 
-/// A tiny deterministic generator, so a failing run can be replayed from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Writes transcripts the way agents do, until told to stop: appends to Claude sessions and a
 /// Codex rollout, new session files, and lines written in two pieces.
 fn agent_writer(home: PathBuf, seed: u64, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {

@@ -780,6 +780,14 @@ pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> 
     Ok((sel, dry_run))
 }
 
+fn archive_writer(st: &ApiState) -> Result<crate::store::Writer, ApiError> {
+    st.writer.clone().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        code: "read_only",
+        message: "this server cannot write to the archive".into(),
+    })
+}
+
 /// Forget and scrub rewrite the archive file on the one writer: one at a time, others are
 /// told to come back instead of queueing behind it.
 fn one_rewrite() -> Result<RewriteGuard, ApiError> {
@@ -813,11 +821,7 @@ async fn forget_handler(
 ) -> ApiResult {
     Params::parse(q, &[])?;
     let _one = one_rewrite()?;
-    let w = st.writer.clone().ok_or_else(|| ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        code: "read_only",
-        message: "this server cannot write to the archive".into(),
-    })?;
+    let w = archive_writer(&st)?;
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?;
     let (sel, dry_run) = forget_request(&v).map_err(ApiError::bad_parameter)?;
@@ -864,11 +868,8 @@ async fn scrub_handler(
             "the body must be an empty JSON object",
         ));
     }
-    let w = st.writer.clone().ok_or_else(|| ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        code: "read_only",
-        message: "this server cannot write to the archive".into(),
-    })?;
+    let _one = one_rewrite()?;
+    let w = archive_writer(&st)?;
     let fts_max = st.settings.store.fts_max_bytes;
     let logs = st.settings.data_dir().join("logs");
     let report = w

@@ -1187,6 +1187,35 @@ mod tests {
         path
     }
 
+    fn test_opts(batch_bytes: usize) -> IngestOptions {
+        IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes,
+            threads: 1,
+        }
+    }
+
+    /// One `import` of `job` into `data`, with its own writer.
+    fn import_once(data: &Path, job: &Job, opts: &IngestOptions) -> ImportReport {
+        let (writer, handle) = Writer::start(data).unwrap();
+        let stop = AtomicBool::new(false);
+        let registry = Arc::new(AdapterRegistry::new());
+        let r = import(
+            &writer,
+            data,
+            registry,
+            vec![job.clone()],
+            opts,
+            &stop,
+            &|_| {},
+        )
+        .unwrap();
+        drop(writer);
+        handle.join().unwrap();
+        r
+    }
+
     /// A crash after the first batch of a large file: the next import reads the rest.
     #[test]
     fn a_file_interrupted_between_batches_is_finished_later() {
@@ -1261,35 +1290,13 @@ mod tests {
     fn a_failed_batch_stops_its_file_at_the_last_stored_cursor() {
         let dir = tempfile::tempdir().unwrap();
         let path = claude_file(dir.path(), 1000);
-        let opts = IngestOptions {
-            redact: true,
-            fts_max_bytes: 1 << 20,
-            batch_bytes: 64 << 10,
-            threads: 1,
-        };
-        let registry = Arc::new(AdapterRegistry::new());
+        let opts = test_opts(64 << 10);
         let job = Job {
             agent: "claude",
             root: dir.path().join("projects"),
             path: path.clone(),
         };
-        let import_once = |data: &Path| {
-            let (writer, handle) = Writer::start(data).unwrap();
-            let stop = AtomicBool::new(false);
-            let r = import(
-                &writer,
-                data,
-                registry.clone(),
-                vec![job.clone()],
-                &opts,
-                &stop,
-                &|_| {},
-            )
-            .unwrap();
-            drop(writer);
-            handle.join().unwrap();
-            r
-        };
+        let import_once = |data: &Path| import_once(data, &job, &opts);
         let clean = dir.path().join("clean");
         assert_eq!(import_once(&clean).messages, 1000);
 
@@ -1339,13 +1346,7 @@ mod tests {
         std::fs::create_dir_all(&chats).unwrap();
         let path = chats.join("session-2025-11-02T14-05-7d3c2a10.json");
         let data = dir.path().join("data");
-        let opts = IngestOptions {
-            redact: true,
-            fts_max_bytes: 1 << 20,
-            batch_bytes: 8 << 20,
-            threads: 1,
-        };
-        let registry = Arc::new(AdapterRegistry::new());
+        let opts = test_opts(8 << 20);
         let job = Job {
             agent: "gemini",
             root: root.clone(),
@@ -1365,21 +1366,8 @@ mod tests {
                 "messages": messages,
             });
             std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-            let (writer, handle) = Writer::start(&data).unwrap();
-            let stop = AtomicBool::new(false);
-            let r = import(
-                &writer,
-                &data,
-                registry.clone(),
-                vec![job.clone()],
-                &opts,
-                &stop,
-                &|_| {},
-            )
-            .unwrap();
+            let r = import_once(&data, &job, &opts);
             assert!(r.errors.is_empty(), "{:?}", r.errors);
-            drop(writer);
-            handle.join().unwrap();
         }
         let conn = super::super::open(&data).unwrap();
         let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
