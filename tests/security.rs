@@ -439,3 +439,52 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
     assert_eq!(code, 200);
     assert!(!s.log().contains("panicked"), "{}", s.log());
 }
+
+/// `memex forget` and `memex scrub` while the service runs: the CLI hands them to it.
+#[test]
+fn forget_and_scrub_go_through_a_running_service() {
+    let h = Home::with_fixtures();
+    let s = h.serve(&[]);
+    s.wait_watching();
+    let list = s.ok("/api/sessions?limit=1");
+    let id = list["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let post = |path: &str, body: &str| {
+        let res = s
+            .client()
+            .post(s.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().unwrap())
+    };
+    let (code, dry) = post(
+        "/api/forget",
+        &format!(r#"{{"session": "{id}", "dry_run": true}}"#),
+    );
+    assert_eq!(code, 200, "{dry}");
+    let n = dry["messages"].as_i64().unwrap();
+    assert!(n > 0 && dry["dry_run"] == true, "{dry}");
+    let (code, v) = post("/api/forget", r#"{"session": "x", "project": "/p"}"#);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (400, Some("bad_parameter"))
+    );
+    // The CLI, with the service holding the archive.
+    let out = h.memex(&["forget", "--session", &id, "--yes", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["messages"].as_i64(), Some(n), "{done}");
+    let (code, _) = s.get(&format!("/api/sessions/{id}"));
+    assert_eq!(code, 404);
+    let out = h.memex(&["scrub", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["found"].is_object(), "{report}");
+    let (code, _) = s.get("/api/health");
+    assert_eq!(code, 200);
+}
