@@ -878,8 +878,13 @@ fn mutate(rng: &mut Rng, g: &mut Gen<'_>, v: &mut Value) {
                     0 => {
                         let x = a[rng.below(a.len())].clone();
                         let times = if big { 1030 } else { rng.range(1, 20) };
-                        for _ in 0..times {
-                            a.push(x.clone());
+                        // At most 256 KiB more (payloads of markers included): repeats of
+                        // repeats would grow without bound.
+                        let size = g.render(&x, false).len();
+                        if size * times <= 256 << 10 {
+                            for _ in 0..times {
+                                a.push(x.clone());
+                            }
                         }
                     }
                     1 => rng.shuffle(a),
