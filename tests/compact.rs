@@ -682,17 +682,7 @@ fn the_api_asks_for_confirm_before_a_large_paid_regeneration() {
             .then_some(())
     });
     let asked = llm.requests.lock().unwrap().len();
-    let post = |body: &str| {
-        let res = srv
-            .client()
-            .post(srv.url("/api/compact/regenerate"))
-            .header("content-type", "application/json")
-            .body(body.to_owned())
-            .send()
-            .unwrap();
-        let status = res.status().as_u16();
-        (status, res.json::<Value>().unwrap())
-    };
+    let post = |body: &str| srv.post("/api/compact/regenerate", body);
 
     let (status, v) = post(r#"{"level": "all"}"#);
     assert_eq!(status, 409, "{v}");

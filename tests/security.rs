@@ -451,17 +451,7 @@ fn forget_and_scrub_go_through_a_running_service() {
         .as_str()
         .unwrap()
         .to_owned();
-    let post = |path: &str, body: &str| {
-        let res = s
-            .client()
-            .post(s.url(path))
-            .header("content-type", "application/json")
-            .body(body.to_owned())
-            .send()
-            .unwrap();
-        let status = res.status().as_u16();
-        (status, res.json::<Value>().unwrap())
-    };
+    let post = |path: &str, body: &str| s.post(path, body);
     let (code, dry) = post(
         "/api/forget",
         &format!(r#"{{"session": "{id}", "dry_run": true}}"#),

@@ -60,24 +60,38 @@ fn json_len(v: &Value) -> usize {
 /// left out under `omitted`.
 fn fit(v: &mut Value) {
     let mut size = json_len(v);
+    if size <= MAX_ANSWER_BYTES {
+        return;
+    }
+    let Some(obj) = v.as_object_mut() else { return };
+    // Each list's items' sizes, measured once; the longest list gives up its last item.
+    let mut lists: Vec<(String, Vec<usize>)> = obj
+        .iter()
+        .filter_map(|(k, x)| {
+            let items = x.as_array()?;
+            Some((k.clone(), items.iter().map(|i| json_len(i) + 1).collect()))
+        })
+        .collect();
     let mut omitted = serde_json::Map::new();
     while size > MAX_ANSWER_BYTES {
-        let Some(obj) = v.as_object_mut() else { return };
-        let longest = obj
-            .iter()
-            .filter_map(|(k, x)| x.as_array().filter(|a| !a.is_empty()).map(|_| k.clone()))
-            .max_by_key(|k| json_len(&obj[k]));
-        let Some(key) = longest else { break };
-        let Some(last) = obj
-            .get_mut(&key)
-            .and_then(Value::as_array_mut)
-            .and_then(Vec::pop)
+        let Some((key, sizes)) = lists
+            .iter_mut()
+            .filter(|(_, sizes)| !sizes.is_empty())
+            .max_by_key(|(_, sizes)| sizes.iter().sum::<usize>())
         else {
             break;
         };
-        size = size.saturating_sub(json_len(&last) + 1);
-        let n = omitted.get(&key).and_then(Value::as_u64).unwrap_or(0);
-        omitted.insert(key, json!(n + 1));
+        size = size.saturating_sub(sizes.pop().unwrap_or(0));
+        let n = omitted
+            .get(key.as_str())
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        omitted.insert(key.clone(), json!(n + 1));
+    }
+    for (key, sizes) in &lists {
+        if let Some(items) = obj.get_mut(key).and_then(Value::as_array_mut) {
+            items.truncate(sizes.len());
+        }
     }
     if !omitted.is_empty() {
         omitted.insert(
@@ -86,7 +100,7 @@ fn fit(v: &mut Value) {
                 "tool answers are limited to {MAX_ANSWER_BYTES} bytes; narrow the request"
             )),
         );
-        v["omitted"] = Value::Object(omitted);
+        obj.insert("omitted".into(), Value::Object(omitted));
     }
 }
 

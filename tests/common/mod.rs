@@ -223,6 +223,20 @@ impl Server {
         (status, v)
     }
 
+    /// POST a JSON body (given as text, so it can be malformed), returning the status and the
+    /// JSON answer.
+    pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().unwrap())
+    }
+
     pub fn ok(&self, path: &str) -> Value {
         let (status, v) = self.get(path);
         assert_eq!(status, 200, "GET {path}: {v}\nlog:\n{}", self.log());

@@ -30,6 +30,20 @@ pub enum ClientError {
     TokenInClear { addr: String },
 }
 
+/// The address a client on this machine reaches a service bound to `bind` at: a service bound
+/// to every interface (`0.0.0.0`, `[::]`) is reached on loopback, where its Host check and the
+/// token's loopback rule expect it.
+pub fn reachable(bind: &str) -> String {
+    match bind.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            let ip = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
+            format!("{ip}:{}", a.port())
+        }
+        Ok(a) => a.to_string(),
+        Err(_) => bind.to_owned(),
+    }
+}
+
 /// Whether `addr` (`host:port`) is on this machine's loopback.
 fn is_loopback(addr: &str) -> bool {
     if let Ok(a) = addr.parse::<std::net::SocketAddr>() {

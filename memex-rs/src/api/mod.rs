@@ -124,7 +124,7 @@ pub fn router(st: ApiState) -> Router {
 }
 
 /// Host, origin, authentication, content type and the body limit, before any handler runs
-/// (see [`guard`]).
+/// (see [`guard`]). Answers to an allowed origin carry its CORS headers, refusals included.
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
     let policy = &st.policy;
     if let Err(e) = guard::check_host(policy, req.headers(), req.uri()) {
@@ -139,23 +139,27 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
     {
         return guard::preflight(origin);
     }
-    if let Some(token) = &policy.token {
+    let res = match admit(&st, &req) {
+        Ok(()) => json_errors(next.run(req).await).await,
+        Err(e) => e.into_response(),
+    };
+    with_cors(res, cors)
+}
+
+/// The token, the content type and the declared body size of a request from a caller the
+/// Host and Origin checks let through.
+fn admit(st: &ApiState, req: &Request) -> Result<(), ApiError> {
+    if let Some(token) = &st.policy.token {
         let given = guard::bearer(req.headers());
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-            return with_cors(
-                ApiError {
-                    status: StatusCode::UNAUTHORIZED,
-                    code: "unauthorized",
-                    message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
-                }
-                .into_response(),
-                cors,
-            );
+            return Err(ApiError {
+                status: StatusCode::UNAUTHORIZED,
+                code: "unauthorized",
+                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
+            });
         }
     }
-    if let Err(e) = guard::check_content_type(req.method(), req.headers()) {
-        return with_cors(e.into_response(), cors);
-    }
+    guard::check_content_type(req.method(), req.headers())?;
     let max = st.settings.api.max_body_bytes;
     let declared = req
         .headers()
@@ -163,17 +167,13 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
-        return with_cors(
-            ApiError {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                code: "payload_too_large",
-                message: format!("request bodies are limited to {max} bytes"),
-            }
-            .into_response(),
-            cors,
-        );
+        return Err(ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "payload_too_large",
+            message: format!("request bodies are limited to {max} bytes"),
+        });
     }
-    with_cors(json_errors(next.run(req).await).await, cors)
+    Ok(())
 }
 
 /// Errors that did not come from a handler (axum's own rejections: a path that does not
@@ -300,6 +300,24 @@ async fn read_in<T: Send + 'static>(
         });
     }
     out
+}
+
+/// A request body as JSON; an empty body is `{}`.
+fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))
+}
+
+/// An optional boolean field of a JSON body (`null` counts as absent).
+fn bool_field(obj: &serde_json::Map<String, Value>, key: &str) -> Result<bool, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("`{key}` must be true or false")),
+    }
 }
 
 /// Query parameters, checked against the ones an endpoint accepts.
@@ -651,12 +669,7 @@ async fn compact_regenerate(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     Params::parse(q, &[])?;
     let c = compactor(&st)?.clone();
-    let v: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?
-    };
+    let v = json_body(&body)?;
     let Some(obj) = v.as_object() else {
         return Err(ApiError::bad_parameter("the body must be a JSON object"));
     };
@@ -674,13 +687,7 @@ async fn compact_regenerate(
             Some(_) => Err(ApiError::bad_parameter(format!("`{k}` must be a string"))),
         }
     };
-    let confirmed = match obj.get("confirm") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(ApiError::bad_parameter("`confirm` must be true or false"));
-        }
-    };
+    let confirmed = bool_field(obj, "confirm").map_err(ApiError::bad_parameter)?;
     let levels =
         queue::regenerate_levels(field("level")?.as_deref()).map_err(ApiError::bad_parameter)?;
     let since = field("since")?
@@ -759,11 +766,7 @@ pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> 
             Some(_) => return Err(format!("`{key}` must be a non-empty string")),
         }
     }
-    let dry_run = match obj.get("dry_run") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err("`dry_run` must be true or false".into()),
-    };
+    let dry_run = bool_field(obj, "dry_run")?;
     let [(key, v)] = chosen[..] else {
         return Err(
             "say what to forget with exactly one of `session`, `project`, `before`, `match`".into(),
@@ -822,9 +825,7 @@ async fn forget_handler(
     Params::parse(q, &[])?;
     let _one = one_rewrite()?;
     let w = archive_writer(&st)?;
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?;
-    let (sel, dry_run) = forget_request(&v).map_err(ApiError::bad_parameter)?;
+    let (sel, dry_run) = forget_request(&json_body(&body)?).map_err(ApiError::bad_parameter)?;
     let report = w
         .run(move |c| forget::forget(c, &sel, dry_run))
         .await
@@ -857,12 +858,7 @@ async fn scrub_handler(
     body: axum::body::Bytes,
 ) -> ApiResult {
     Params::parse(q, &[])?;
-    let v: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_parameter(format!("the body is not JSON: {e}")))?
-    };
+    let v = json_body(&body)?;
     if v.as_object().is_none_or(|o| !o.is_empty()) {
         return Err(ApiError::bad_parameter(
             "the body must be an empty JSON object",

@@ -7,8 +7,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{Ctx, UserError, post_service, user_error, write_access};
+use super::{Ctx, UserError, post_service_within, user_error, write_access};
 use crate::store::{self, forget};
+
+/// Forgetting and scrubbing rewrite the archive's file through the service: minutes on a
+/// large archive.
+const REWRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("what").required(true).multiple(false)))]
@@ -58,7 +62,7 @@ pub fn run_forget(ctx: &Ctx, a: ForgetArgs) -> Result<()> {
     let service = store::lock::serving_addr(&dir);
     // First the count: what the user is about to lose.
     let preview = match &service {
-        Some(addr) => post_service(ctx, addr, "/api/forget", a.body(true))?,
+        Some(addr) => post_service_within(ctx, addr, "/api/forget", a.body(true), REWRITE_TIMEOUT)?,
         None => {
             let mut conn = super::reader(ctx)?;
             serde_json::to_value(forget::forget(&mut conn, &sel, true).map_err(forget_error)?)?
@@ -85,7 +89,9 @@ pub fn run_forget(ctx: &Ctx, a: ForgetArgs) -> Result<()> {
         }
     }
     let done = match &service {
-        Some(addr) => post_service(ctx, addr, "/api/forget", a.body(false))?,
+        Some(addr) => {
+            post_service_within(ctx, addr, "/api/forget", a.body(false), REWRITE_TIMEOUT)?
+        }
         None => {
             let (_lock, writer, handle) = write_access(
                 &dir,
@@ -189,7 +195,7 @@ pub fn run_scrub(ctx: &Ctx, json: bool) -> Result<()> {
     let s = &ctx.resolved.settings;
     let dir = s.data_dir();
     let report = match store::lock::serving_addr(&dir) {
-        Some(addr) => post_service(ctx, &addr, "/api/scrub", json!({}))?,
+        Some(addr) => post_service_within(ctx, &addr, "/api/scrub", json!({}), REWRITE_TIMEOUT)?,
         None => {
             let (_lock, writer, handle) = write_access(
                 &dir,

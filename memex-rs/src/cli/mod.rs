@@ -1006,30 +1006,30 @@ technologies: {}",
 }
 
 /// POSTs to the running service.
+/// How long the CLI waits for the service to answer.
+const SERVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn post_service(
     ctx: &Ctx,
     addr: &str,
     path: &str,
     body: serde_json::Value,
 ) -> Result<serde_json::Value> {
-    use crate::api::client::{ClientError, post_json};
+    post_service_within(ctx, addr, path, body, SERVICE_TIMEOUT)
+}
+
+/// [`post_service`] for work that takes longer than [`SERVICE_TIMEOUT`] to answer.
+fn post_service_within(
+    ctx: &Ctx,
+    addr: &str,
+    path: &str,
+    body: serde_json::Value,
+    timeout: std::time::Duration,
+) -> Result<serde_json::Value> {
+    use crate::api::client::{ClientError, post_json, reachable};
     let api = &ctx.resolved.settings.api;
-    // Forgetting and scrubbing rewrite the archive's file: minutes on a large one.
-    let timeout = std::time::Duration::from_secs(match path {
-        "/api/forget" | "/api/scrub" => 3600,
-        _ => 30,
-    });
-    let connect = std::time::Duration::from_secs(30);
-    // A service bound to every interface is reached on loopback (its Host check and the
-    // token's loopback rule expect that).
-    let addr = match addr.parse::<std::net::SocketAddr>() {
-        Ok(a) if a.ip().is_unspecified() => {
-            let ip = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
-            format!("{ip}:{}", a.port())
-        }
-        _ => addr.to_owned(),
-    };
-    post_json(&addr, api, path, &body, timeout, connect).map_err(|e| match &e {
+    let addr = reachable(addr);
+    post_json(&addr, api, path, &body, timeout, SERVICE_TIMEOUT).map_err(|e| match &e {
         ClientError::Refused { status, code, .. } => UserError {
             message: e.to_string(),
             // The service's regeneration guard: the CLI's way to confirm.

@@ -71,25 +71,12 @@ fn read_input(stdin: impl Read + Send + 'static, budget: &Budget) -> Result<Vec<
     }
 }
 
-/// The service's address for a client: an unspecified bind address (0.0.0.0) is reached on
-/// loopback.
-fn service_addr(settings: &Settings) -> String {
-    match settings.api.bind.parse::<std::net::SocketAddr>() {
-        Ok(a) if a.ip().is_unspecified() => {
-            let ip = if a.is_ipv4() { "127.0.0.1" } else { "[::1]" };
-            format!("{ip}:{}", a.port())
-        }
-        Ok(a) => a.to_string(),
-        Err(_) => settings.api.bind.clone(),
-    }
-}
-
 fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Result<Value, String> {
     let left = budget
         .left()
         .ok_or("out of time before asking the service")?;
     crate::api::client::post_json(
-        &service_addr(settings),
+        &crate::api::client::reachable(&settings.api.bind),
         &settings.api,
         path,
         body,
@@ -272,7 +259,7 @@ mod tests {
             ("192.168.1.5:80", "192.168.1.5:80"),
         ] {
             s.api.bind = bind.into();
-            assert_eq!(service_addr(&s), want);
+            assert_eq!(crate::api::client::reachable(&s.api.bind), want);
         }
     }
 

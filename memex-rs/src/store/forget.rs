@@ -5,7 +5,7 @@
 //!
 //! Both run on the writer connection, in one transaction: a failure changes nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
@@ -241,6 +241,7 @@ fn forget_in(
             del.execute([id])?;
         }
     }
+    let touched_sessions: BTreeSet<i64> = talks.iter().map(|(pk, _)| *pk).collect();
     if !dry_run {
         let mut st =
             tx.prepare_cached("UPDATE sessions SET title = NULL, title_rank = 0 WHERE id = ?1")?;
@@ -254,14 +255,13 @@ fn forget_in(
             "UPDATE compact_jobs SET state = 'pending', regenerate = 1, updated_at = ?2
              WHERE session_pk = ?1 AND state = 'running'",
         )?;
-        for pk in talks.iter().map(|(pk, _)| *pk).collect::<HashSet<_>>() {
+        for pk in &touched_sessions {
             st.execute(params![pk, now])?;
         }
     }
 
     // Compact rows: all of a whole session's, and those of every talk (and session summary)
     // a forgotten message fed.
-    let touched_sessions: BTreeMap<i64, ()> = talks.iter().map(|(pk, _)| (*pk, ())).collect();
     for s in &whole {
         let g = &mut r.gone;
         r.observations +=
@@ -289,7 +289,7 @@ fn forget_in(
         r.observations += delete_layer(&tx, "observations", cond, &[pk, prompt], dry_run, g)?;
         r.talk_summaries += delete_layer(&tx, "talk_summaries", cond, &[pk, prompt], dry_run, g)?;
     }
-    for &pk in touched_sessions.keys() {
+    for &pk in &touched_sessions {
         r.session_summaries += delete_layer(
             &tx,
             "session_summaries",
@@ -574,21 +574,7 @@ fn count_or_delete(
 /// deleted, one still used is packed again without them (their bytes must not stay on disk).
 /// Returns the compressed bytes saved.
 fn drop_records(tx: &Transaction<'_>, lost: &HashMap<i64, u64>) -> rusqlite::Result<u64> {
-    if lost.is_empty() {
-        return Ok(0);
-    }
-    for (block, n) in lost {
-        tx.prepare_cached("UPDATE raw_refs SET refs = refs - ?2 WHERE block = ?1")?
-            .execute([*block, *n as i64])?;
-    }
-    let (_, mut saved) = super::reclaim_raw(tx)?;
-    let left: Vec<i64> = {
-        let mut st = tx.prepare_cached("SELECT 1 FROM raw_blocks WHERE id = ?1")?;
-        lost.keys()
-            .copied()
-            .filter(|b| st.exists([b]).unwrap_or(false))
-            .collect()
-    };
+    let (left, mut saved) = super::release_raw(tx, lost.iter().map(|(b, n)| (*b, *n)))?;
     saved += repack(tx, &left, &mut |_| None)?;
     Ok(saved)
 }

@@ -453,7 +453,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     // Which stored message now points at which record of this batch's blocks (the last copy
     // wins), and the earlier blocks that lost a message to a newer copy.
     let mut uses: HashMap<i64, RawRef> = HashMap::new();
-    let mut released: HashMap<i64, i64> = HashMap::new();
+    let mut released: HashMap<i64, u64> = HashMap::new();
     let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
     let mut fts_ins =
         tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
@@ -500,11 +500,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
     drop(ins);
     drop(fts_ins);
     keep_used_records(tx, b, &block_ids, &uses)?;
-    for (block, n) in released {
-        tx.prepare_cached("UPDATE raw_refs SET refs = refs - ?2 WHERE block = ?1")?
-            .execute([block, n])?;
-    }
-    super::reclaim_raw(tx)?;
+    super::release_raw(tx, released)?;
     if redactions > 0 {
         tx.execute(
             "UPDATE source_files SET redactions = redactions + ?1 WHERE id = ?2",

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 
-use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
+use rusqlite::{Connection, OptionalExtension, params};
 
 /// Ordered, append-only migrations, embedded at build time. Entry N brings the schema to
 /// `user_version` N + 1.
@@ -212,6 +212,37 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Counts `lost` messages off each raw block (block id → messages that no longer point into
+/// it) and deletes the blocks left unused. Returns the blocks still in use, and the stored
+/// bytes deleted.
+pub fn release_raw(
+    conn: &Connection,
+    lost: impl IntoIterator<Item = (i64, u64)>,
+) -> rusqlite::Result<(Vec<i64>, u64)> {
+    let mut kept = Vec::new();
+    let mut freed = 0u64;
+    let mut count = conn.prepare_cached(
+        "UPDATE raw_refs SET refs = refs - ?2 WHERE block = ?1 RETURNING refs, bytes",
+    )?;
+    for (block, n) in lost {
+        let left: Option<(i64, i64)> = count
+            .query_row(params![block, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        match left {
+            Some((refs, bytes)) if refs <= 0 => {
+                // The count first: it refers to the block.
+                conn.prepare_cached("DELETE FROM raw_refs WHERE block = ?1")?
+                    .execute([block])?;
+                conn.prepare_cached("DELETE FROM raw_blocks WHERE id = ?1")?
+                    .execute([block])?;
+                freed += bytes as u64;
+            }
+            _ => kept.push(block),
+        }
+    }
+    Ok((kept, freed))
 }
 
 /// Deletes the raw blocks no message points into; returns how many and their stored bytes.
