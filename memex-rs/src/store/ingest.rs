@@ -235,7 +235,10 @@ pub fn ingest_file(
                         .unwrap_or_default()
                 )
             })?;
-        let progressed = out.cursor.offset != cursor.offset || !out.messages.is_empty();
+        // A rewritten file starts again from 0: its first chunk can end exactly where the old
+        // cursor was, with nothing but bad lines in it, and still be progress.
+        let progressed =
+            out.cursor.offset != cursor.offset || !out.messages.is_empty() || out.bytes > 0;
         let at_end = out.at_end;
         // A title is derived from text, so it is derived again from the redacted text: the
         // adapter cut it to one line first, which can leave the start of a `<private>` block or
@@ -1406,5 +1409,34 @@ mod tests {
             let text = String::from_utf8_lossy(r);
             assert!(text.contains("lorem ipsum"), "record {i}: {text}");
         }
+    }
+
+    /// A file rewritten so that its first chunk (bad lines only) ends exactly at the old cursor:
+    /// the rest of it is read in the same ingest, not at some later scan.
+    #[test]
+    fn a_rewrite_whose_first_chunk_ends_at_the_old_cursor_is_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 10);
+        let data = dir.path().join("data");
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        assert_eq!(import_once(&data, &job, &test_opts(8 << 20)).messages, 10);
+        let old = std::fs::metadata(&path).unwrap().len() as usize;
+        let sid = "55555555-2222-4333-8444-555555555555";
+        let mut body = format!("{}\n", "x".repeat(old - 1));
+        for i in 0..5 {
+            body.push_str(&format!(
+                "{}\n",
+                serde_json::json!({"type": "user", "uuid": format!("v{i}"), "sessionId": sid,
+                    "cwd": "/p", "timestamp": "2026-06-05T11:00:00.000Z",
+                    "message": {"role": "user", "content": format!("rewritten {i}")}})
+            ));
+        }
+        std::fs::write(&path, body).unwrap();
+        let r = import_once(&data, &job, &test_opts(old + 1));
+        assert_eq!(r.messages, 5, "{r:?}");
     }
 }
