@@ -267,11 +267,16 @@ pub fn search(
     })
 }
 
-/// Roughly how many rows the indexer has yet to embed (the outbox's id span: O(1)).
+/// Roughly how many rows the indexer has yet to embed (the outbox's id span and the messages
+/// above the mark: O(1)).
 fn waiting(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT MAX(id) - MIN(id) + 1 FROM vector_outbox", [], |r| {
-        r.get::<_, Option<i64>>(0)
-    })
+    conn.query_row(
+        "SELECT NULLIF(COALESCE((SELECT MAX(id) - MIN(id) + 1 FROM vector_outbox), 0)
+             + MAX(0, COALESCE((SELECT MAX(id) FROM messages), 0)
+                      - (SELECT messages_through FROM vector_progress)), 0)",
+        [],
+        |r| r.get::<_, Option<i64>>(0),
+    )
 }
 
 /// The levels `all` fuses.

@@ -45,6 +45,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_trust",
         include_str!("../../../migrations/0006_trust.sql"),
     ),
+    (
+        "0007_vector_mark",
+        include_str!("../../../migrations/0007_vector_mark.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

@@ -1,10 +1,13 @@
-//! The indexer: embeds what `vector_outbox` lists, in batches, in the background.
+//! The indexer: embeds new messages and what `vector_outbox` lists, in batches, in the
+//! background.
 //!
-//! Triggers fill the outbox in the same transaction as the change that calls for a vector
-//! (a message stored or rewritten, a summary written or deleted), so ingest and compaction never
-//! wait for embeddings and nothing is missed across crashes. A batch is read, embedded on a
-//! blocking thread, written to LanceDB (old vectors of those rows deleted first, so a batch
-//! done twice leaves one copy), and only then removed from the outbox.
+//! New messages are those above a high-water mark (`vector_progress`), so storing one costs
+//! ingest nothing more; triggers fill the outbox, in the same transaction as the change, for
+//! the rest (a message rewritten or deleted, a summary written or deleted). Ingest and
+//! compaction never wait for embeddings and nothing is missed across crashes: a batch is read,
+//! embedded on a blocking thread, written to LanceDB (old vectors of those rows deleted first,
+//! so a batch done twice leaves one copy), and only then are its outbox entries removed and
+//! the mark moved past it, in one transaction.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -183,6 +186,55 @@ fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Re
     rows.collect()
 }
 
+/// What one batch takes on.
+struct Pending {
+    /// Outbox entries (id, table, row), oldest first.
+    outbox: Vec<(i64, i64, i64)>,
+    /// Messages above the mark, in id order.
+    fresh: Vec<i64>,
+}
+
+/// Up to `batch` entries: the outbox first (updates and deletions of rows already indexed
+/// must not wait behind a long import), then new messages.
+fn pending(conn: &Connection, batch: usize) -> rusqlite::Result<Pending> {
+    let mut st =
+        conn.prepare_cached("SELECT id, tbl, ref FROM vector_outbox ORDER BY id LIMIT ?1")?;
+    let outbox: Vec<(i64, i64, i64)> = st
+        .query_map([batch as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let room = batch.saturating_sub(outbox.len());
+    let fresh = if room == 0 {
+        Vec::new()
+    } else {
+        let mut st = conn.prepare_cached(
+            "SELECT id FROM messages WHERE id > (SELECT messages_through FROM vector_progress)
+             ORDER BY id LIMIT ?1",
+        )?;
+        st.query_map([room as i64], |r| r.get(0))?
+            .collect::<Result<_, _>>()?
+    };
+    Ok(Pending { outbox, fresh })
+}
+
+/// Ends a batch whose vectors are stored: its outbox entries go and the mark moves past its
+/// new messages, in one transaction.
+fn finish(c: &mut Connection, last_id: Option<i64>, through: Option<i64>) -> rusqlite::Result<()> {
+    let tx = c.transaction()?;
+    if let Some(last_id) = last_id {
+        tx.execute("DELETE FROM vector_outbox WHERE id <= ?1", [last_id])?;
+    }
+    if let Some(through) = through {
+        // Never above the newest message: if the top ones were deleted meanwhile, their ids go
+        // to the next messages stored, which still need vectors.
+        tx.execute(
+            "UPDATE vector_progress SET messages_through = MAX(messages_through,
+               MIN(?1, (SELECT COALESCE(MAX(id), 0) FROM messages)))",
+            [through],
+        )?;
+    }
+    tx.commit()
+}
+
 /// An embedding model unused for this long is unloaded (searches and new rows load it again,
 /// in well under a second).
 const MODEL_REST_AFTER: Duration = Duration::from_secs(120);
@@ -237,15 +289,20 @@ fn embed(
 }
 
 impl Vectors {
-    /// Entries waiting in the outbox.
+    /// Rows waiting: outbox entries, and messages above the mark (meta ones included).
     pub fn backlog(conn: &Connection) -> rusqlite::Result<u64> {
-        conn.query_row("SELECT COUNT(*) FROM vector_outbox", [], |r| {
-            r.get::<_, i64>(0)
-        })
+        conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM vector_outbox)
+                  + (SELECT COUNT(*) FROM messages
+                     WHERE id > (SELECT messages_through FROM vector_progress))",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
         .map(|n| n as u64)
     }
 
-    /// Embeds one batch from the outbox. Returns how many entries it handled (0: none left).
+    /// Embeds one batch: outbox entries first, then messages above the mark. Returns how many
+    /// entries it handled (0: none left).
     pub async fn run_batch(
         self: &Arc<Self>,
         pool: &ReadPool,
@@ -253,23 +310,22 @@ impl Vectors {
     ) -> Result<usize, VectorError> {
         let batch = self.settings.batch;
         let raw_mode = self.settings.raw.clone();
-        let (entries, last_id, groups) = {
+        let (handled, last_id, through, groups) = {
             let pool = pool.clone();
             tokio::task::spawn_blocking(move || -> Result<_, VectorError> {
                 pool.with(|conn| -> Result<_, VectorError> {
-                    let mut st = conn.prepare_cached(
-                        "SELECT id, tbl, ref FROM vector_outbox ORDER BY id LIMIT ?1",
-                    )?;
-                    let entries: Vec<(i64, i64, i64)> = st
-                        .query_map([batch as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                        .collect::<Result<_, _>>()?;
+                    let work = pending(conn, batch)?;
                     let mut groups = Vec::new();
                     for t in Tbl::ALL {
-                        let mut refs: Vec<i64> = entries
+                        let mut refs: Vec<i64> = work
+                            .outbox
                             .iter()
                             .filter(|e| e.1 == t as i64)
                             .map(|e| e.2)
                             .collect();
+                        if t == Tbl::Raw {
+                            refs.extend(&work.fresh);
+                        }
                         refs.sort_unstable();
                         refs.dedup();
                         if refs.is_empty() {
@@ -278,15 +334,20 @@ impl Vectors {
                         let sources = load(conn, t, &refs, &raw_mode)?;
                         groups.push((t, refs, sources));
                     }
-                    Ok((entries.len(), entries.last().map(|e| e.0), groups))
+                    Ok((
+                        work.outbox.len() + work.fresh.len(),
+                        work.outbox.last().map(|e| e.0),
+                        work.fresh.last().copied(),
+                        groups,
+                    ))
                 })?
             })
             .await
             .expect("the outbox read does not panic")?
         };
-        let Some(last_id) = last_id else {
+        if handled == 0 {
             return Ok(0);
-        };
+        }
         for (t, refs, sources) in groups {
             let this = self.clone();
             let wanted = sources.len();
@@ -311,10 +372,8 @@ impl Vectors {
                 .fetch_add((refs.len() - wanted) as u64, Ordering::Relaxed);
             self.store.replace(t, &refs, rows).await?;
         }
-        writer
-            .run(move |c| c.execute("DELETE FROM vector_outbox WHERE id <= ?1", [last_id]))
-            .await??;
-        Ok(entries)
+        writer.run(move |c| finish(c, last_id, through)).await??;
+        Ok(handled)
     }
 
     /// Embeds everything waiting, with upkeep every [`UPKEEP_ROWS`] rows and at the end;
@@ -434,5 +493,206 @@ impl Vectors {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hand-off from the archive to the indexer, over a real SQLite file and a real LanceDB
+    //! folder, with the feature-hashing embedder.
+    use super::*;
+
+    struct Archive {
+        _dir: tempfile::TempDir,
+        writer: Writer,
+        pool: ReadPool,
+        v: Arc<Vectors>,
+        rt: tokio::runtime::Runtime,
+    }
+
+    fn archive() -> Archive {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, _handle) = Writer::start(dir.path()).unwrap();
+        let pool = ReadPool::new(dir.path());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let embedder: Arc<dyn Embedder> = Arc::new(crate::embed::hashing::Hashing::new(None));
+        let store = rt
+            .block_on(VectorStore::open(dir.path(), embedder.dimension()))
+            .unwrap();
+        let settings = VectorSettings {
+            batch: 4,
+            ..Default::default()
+        };
+        let v = Arc::new(Vectors {
+            store,
+            embedder,
+            settings,
+            stats: Default::default(),
+            stop: Default::default(),
+            keep_loaded_until: Default::default(),
+        });
+        Archive {
+            _dir: dir,
+            writer,
+            pool,
+            v,
+            rt,
+        }
+    }
+
+    impl Archive {
+        fn sql<T: Send + 'static>(
+            &self,
+            f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        ) -> T {
+            self.rt.block_on(self.writer.run(f)).unwrap().unwrap()
+        }
+
+        /// Stores `n` user prompts; returns their ids.
+        fn add(&self, n: usize, tag: &'static str) -> Vec<i64> {
+            self.sql(move |c| {
+                c.execute(
+                    "INSERT OR IGNORE INTO sessions (agent, session_id, source_path)
+                     VALUES ('claude', 's1', '/x')",
+                    [],
+                )?;
+                let mut ids = Vec::new();
+                for i in 0..n {
+                    c.execute(
+                        "INSERT INTO messages (session_pk, message_id, line, seq, role, kind,
+                                               prompt_number, text)
+                         VALUES (1, ?1, 0, 0, 'user', 'user_prompt', 1, ?2)",
+                        [format!("{tag}{i}"), format!("{tag} prompt number {i}")],
+                    )?;
+                    ids.push(c.last_insert_rowid());
+                }
+                Ok(ids)
+            })
+        }
+
+        fn drain(&self) -> usize {
+            let mut total = 0;
+            loop {
+                let n = self
+                    .rt
+                    .block_on(self.v.run_batch(&self.pool, &self.writer))
+                    .unwrap();
+                if n == 0 {
+                    return total;
+                }
+                total += n;
+            }
+        }
+
+        fn vectors(&self) -> usize {
+            self.rt.block_on(self.v.store.count(Tbl::Raw)).unwrap()
+        }
+
+        fn backlog(&self) -> u64 {
+            self.sql(|c| Vectors::backlog(c))
+        }
+
+        fn mark(&self) -> i64 {
+            self.sql(|c| {
+                c.query_row("SELECT messages_through FROM vector_progress", [], |r| {
+                    r.get(0)
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn new_messages_are_embedded_once_without_an_outbox_row_each() {
+        let a = archive();
+        let ids = a.add(10, "alpha");
+        let outbox: i64 =
+            a.sql(|c| c.query_row("SELECT COUNT(*) FROM vector_outbox", [], |r| r.get(0)));
+        assert_eq!(
+            outbox, 0,
+            "storing a message writes nothing for the indexer"
+        );
+        assert_eq!(a.backlog(), 10);
+        assert_eq!(a.drain(), 10);
+        assert_eq!(a.vectors(), 10);
+        assert_eq!(a.mark(), *ids.last().unwrap());
+        assert_eq!(a.backlog(), 0);
+
+        // A batch done again (a crash between LanceDB and the mark) leaves one copy.
+        a.sql(|c| c.execute("UPDATE vector_progress SET messages_through = 0", []));
+        assert_eq!(a.drain(), 10);
+        assert_eq!(a.vectors(), 10);
+
+        // An edit goes through the outbox, and replaces the message's vector.
+        let first = ids[0];
+        a.sql(move |c| {
+            c.execute(
+                "UPDATE messages SET text = 'alpha rewritten' WHERE id = ?1",
+                [first],
+            )
+        });
+        assert_eq!(a.backlog(), 1);
+        assert_eq!(a.drain(), 1);
+        assert_eq!(a.vectors(), 10);
+    }
+
+    #[test]
+    fn a_message_taking_a_deleted_messages_id_still_gets_its_vector() {
+        let a = archive();
+        let ids = a.add(6, "beta");
+        a.drain();
+        assert_eq!(a.vectors(), 6);
+        // Forgetting the newest messages frees their ids (no AUTOINCREMENT on messages)...
+        let (top, below) = (ids[5], ids[3]);
+        a.sql(move |c| {
+            c.execute("DELETE FROM messages WHERE id > ?1", [below])?;
+            c.execute(
+                "INSERT INTO vector_outbox (tbl, ref) SELECT 0, value FROM json_each(?1)",
+                [format!("[{},{}]", ids[4], ids[5])],
+            )
+        });
+        assert_eq!(a.mark(), below, "the mark comes down below the freed ids");
+        // ...which the next messages take.
+        let again = a.add(2, "gamma");
+        assert_eq!(again.last(), Some(&top), "SQLite reuses the freed ids");
+        a.drain();
+        assert_eq!(
+            a.vectors(),
+            6,
+            "the forgotten vectors went, the new ones came"
+        );
+        let found =
+            a.rt.block_on(
+                a.v.store.nearest(
+                    Tbl::Raw,
+                    &a.v.embedder
+                        .embed(&["gamma prompt number 1".to_owned()])
+                        .unwrap()[0],
+                    1,
+                    None,
+                ),
+            )
+            .unwrap();
+        assert_eq!(found[0].ref_id, top);
+    }
+
+    #[test]
+    fn the_mark_never_passes_messages_deleted_while_a_batch_ran() {
+        let a = archive();
+        let ids = a.add(3, "delta");
+        // A batch reads the three; before it ends, the newest two are deleted.
+        let work = a.pool.with(|c| pending(c, 10)).unwrap().unwrap();
+        assert_eq!(work.fresh, ids);
+        let keep = ids[0];
+        a.sql(move |c| c.execute("DELETE FROM messages WHERE id > ?1", [keep]));
+        let through = work.fresh.last().copied();
+        a.sql(move |c| finish(c, None, through));
+        assert_eq!(a.mark(), keep);
+        let next = a.add(1, "epsilon");
+        assert_eq!(next[0], ids[1], "SQLite reuses the freed id");
+        assert_eq!(a.backlog(), 1, "the new message waits for its vector");
     }
 }

@@ -170,7 +170,7 @@ pub fn set_stored_model(conn: &Connection, model: &str, dim: usize) -> rusqlite:
 pub fn requeue_all(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "DELETE FROM vector_outbox;
-         INSERT INTO vector_outbox (tbl, ref) SELECT 0, id FROM messages WHERE kind <> 'meta';
+         UPDATE vector_progress SET messages_through = 0;
          INSERT INTO vector_outbox (tbl, ref) SELECT 1, id FROM observations;
          INSERT INTO vector_outbox (tbl, ref) SELECT 2, id FROM talk_summaries;
          INSERT INTO vector_outbox (tbl, ref) SELECT 3, id FROM session_summaries;",
@@ -612,7 +612,9 @@ pub async fn prepare(
             let archived = writer
                 .run(|c| {
                     c.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM vector_outbox)",
+                        "SELECT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM vector_outbox)
+                           AND (SELECT messages_through FROM vector_progress)
+                               >= (SELECT MAX(id) FROM messages)",
                         [],
                         |r| r.get::<_, bool>(0),
                     )

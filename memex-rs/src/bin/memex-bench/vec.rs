@@ -103,7 +103,7 @@ pub fn index(data: &Path, provider: &str, batch: usize) {
         .await
         .unwrap();
         println!(
-            "drained {done} outbox rows in {:.1}s ({:.0} rows/s) incl. upkeep and the ANN index",
+            "drained {done} waiting rows in {:.1}s ({:.0} rows/s) incl. upkeep and the ANN index",
             t.elapsed().as_secs_f64(),
             done as f64 / t.elapsed().as_secs_f64()
         );
