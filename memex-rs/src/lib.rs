@@ -13,6 +13,7 @@ pub mod compact;
 pub mod config;
 pub mod embed;
 pub mod inject;
+pub mod layer;
 pub mod llm;
 pub mod logging;
 pub mod mcp;

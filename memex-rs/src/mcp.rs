@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::compact::queue;
-use crate::search::{self, Level, SearchParams};
+use crate::search::{self, Scope, SearchParams};
 use crate::store::{ReadPool, read};
 
 /// Characters of one message's text, tool input or tool output returned by `get_session` (the
@@ -216,8 +216,8 @@ impl MemexMcp {
         if a.query.len() > 2000 {
             return Err(bad("`query` is longer than 2000 bytes"));
         }
-        let level: Level = match non_empty(a.level) {
-            None => Level::Raw,
+        let level: Scope = match non_empty(a.level) {
+            None => Scope::default(),
             Some(l) => l.parse().map_err(|e: String| bad(format!("`level` {e}")))?,
         };
         let agent = non_empty(a.agent);
@@ -251,10 +251,12 @@ impl MemexMcp {
         let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
             .read(move |c| {
-                search::search(c, &vectors.semantic(&rt), &params).map_err(|e| match e {
-                    search::SearchError::TooManyTerms(_) => bad(e.to_string()),
-                    other => internal(other),
-                })
+                search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(
+                    |e| match e {
+                        search::SearchError::TooManyTerms(_) => bad(e.to_string()),
+                        other => internal(other),
+                    },
+                )
             })
             .await?;
         ok(serde_json::to_value(res).map_err(internal)?)

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
-use crate::search::{self, Level, SearchParams};
+use crate::search::{self, Scope, SearchParams};
 use crate::service::Shared;
 use crate::store::{ReadPool, forget, read};
 
@@ -467,8 +467,8 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             query.len()
         )));
     }
-    let level: Level = match p.get("level") {
-        None => Level::Raw,
+    let level: Scope = match p.get("level") {
+        None => Scope::default(),
         Some(l) => l
             .parse()
             .map_err(|e: String| ApiError::bad_parameter(format!("`level` {e}")))?,
@@ -494,7 +494,7 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
     };
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
-        search::search(c, &vectors.semantic(&rt), &params).map_err(|e| match e {
+        search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(|e| match e {
             search::SearchError::Limit(_)
             | search::SearchError::TooManyTerms(_)
             | search::SearchError::NoVectors(_) => ApiError::bad_parameter(e.to_string()),
@@ -912,8 +912,8 @@ async fn inject_handler(
     let ts = chrono::Utc::now().timestamp_millis();
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let (mut res, req, opts) = read_in(&st, &st.hook_readers, move |c| {
-        let res =
-            inject::answer(c, &vectors.semantic(&rt), &req, &opts).map_err(ApiError::internal)?;
+        let res = inject::answer(c, &search::Semantic::of(&vectors, &rt), &req, &opts)
+            .map_err(ApiError::internal)?;
         Ok((res, req, opts))
     })
     .await?;

@@ -755,7 +755,7 @@ fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
             "for example --limit 20",
         ));
     }
-    let level: search::Level = a
+    let level: search::Scope = a
         .level
         .parse()
         .map_err(|e: String| user_error(format!("--level {e}"), "for example --level talks"))?;
@@ -772,8 +772,8 @@ fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     };
     let conn = reader(ctx)?;
     let (rt, vectors) = vectors_for_reading(ctx, &conn, mode != search::Mode::Fts)?;
-    let res =
-        search::search(&conn, &vectors.semantic(rt.handle()), &params).map_err(|e| match e {
+    let res = search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), &params)
+        .map_err(|e| match e {
             search::SearchError::NoVectors(_) => user_error(
                 e.to_string(),
                 "`memex status` shows the vector layer; --mode fts searches without it",

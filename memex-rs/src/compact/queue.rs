@@ -27,6 +27,7 @@ use super::{
     Call, Engine, Lang, NotNow, Observation, Provenance, Redacted, SessionSummary, Switches, Talk,
     TalkSummary, Written, prompt,
 };
+use crate::layer::Layer;
 use crate::store::{ReadPool, Writer, fts};
 
 fn now_ms() -> i64 {
@@ -34,15 +35,18 @@ fn now_ms() -> i64 {
 }
 
 /// Queues one job unless the same key is already pending or running; a done or failed key is
-/// queued again only with `again` (regeneration, a newer L3).
+/// queued again only with `again` (regeneration, a newer L3). The raw layer has no jobs.
 fn enqueue(
     tx: &Connection,
-    level: &str,
+    layer: Layer,
     pk: i64,
     prompt: i64,
     reason: &str,
     again: bool,
 ) -> rusqlite::Result<usize> {
+    let Some(level) = layer.job() else {
+        return Ok(0);
+    };
     let now = now_ms();
     let sql = if again {
         "INSERT INTO compact_jobs (level, session_pk, prompt_number, regenerate, state, reason, created_at, updated_at)
@@ -85,10 +89,10 @@ pub fn plan(
     let mut n = 0;
     for p in (done + 1)..=complete_to {
         if sw.l1 {
-            n += enqueue(conn, "l1", pk, p, reason, false)?;
+            n += enqueue(conn, Layer::Observations, pk, p, reason, false)?;
         }
         if sw.l2 {
-            n += enqueue(conn, "l2", pk, p, reason, false)?;
+            n += enqueue(conn, Layer::Talks, pk, p, reason, false)?;
         }
     }
     if complete_to > done {
@@ -107,8 +111,8 @@ pub fn plan(
             )
             .optional()?;
         if covered.is_none_or(|c| c < prompts) {
-            n += enqueue(conn, "l3", pk, 0, reason, true)?;
-            n += enqueue(conn, "l3", pk, 0, reason, false)?;
+            n += enqueue(conn, Layer::Sessions, pk, 0, reason, true)?;
+            n += enqueue(conn, Layer::Sessions, pk, 0, reason, false)?;
         }
     }
     Ok(n)
@@ -173,7 +177,7 @@ pub fn converge(
 #[derive(Debug, Clone)]
 pub struct Job {
     pub id: i64,
-    pub level: String,
+    pub layer: Layer,
     pub session_pk: i64,
     pub prompt_number: i64,
     pub attempts: i64,
@@ -208,16 +212,23 @@ pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
     ))?;
     let mut jobs: Vec<Job> = st
         .query_map([now, session], |r| {
+            let level: String = r.get(1)?;
             Ok(Job {
                 id: r.get(0)?,
-                level: r.get(1)?,
+                layer: Layer::from_job(&level).ok_or_else(|| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        1,
+                        rusqlite::types::Type::Text,
+                        format!("unknown compaction level `{level}`").into(),
+                    )
+                })?,
                 session_pk: r.get(2)?,
                 prompt_number: r.get(3)?,
                 attempts: r.get(4)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
-    jobs.sort_by_key(|j| (j.level == "l3", j.prompt_number, j.level.clone()));
+    jobs.sort_by_key(|j| (j.layer == Layer::Sessions, j.prompt_number, j.layer));
     Ok(jobs)
 }
 
@@ -383,8 +394,8 @@ pub async fn execute(
     data: &SessionData,
     l2s: impl FnOnce() -> rusqlite::Result<Vec<(TalkSummary, i64)>>,
 ) -> Result<Output, NotNow> {
-    match job.level.as_str() {
-        "l1" => {
+    match job.layer {
+        Layer::Observations => {
             let Some(talk) = data.talks.get(&job.prompt_number) else {
                 return Ok(Output::Nothing);
             };
@@ -404,7 +415,7 @@ pub async fn execute(
             }
             Ok(Output::L1(out))
         }
-        "l2" => {
+        Layer::Talks => {
             let Some(talk) = data.talks.get(&job.prompt_number) else {
                 return Ok(Output::Nothing);
             };
@@ -427,7 +438,8 @@ pub async fn execute(
                 ts: talk.ts,
             })
         }
-        _ => {
+        Layer::Raw => Ok(Output::Nothing),
+        Layer::Sessions => {
             let l2s = l2s().map_err(|e| NotNow {
                 outage: false,
                 reason: format!("cannot read the talk summaries: {e}"),
@@ -642,7 +654,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                 )
                 .optional()?;
             if covered.is_some_and(|c| c < job.prompt_number) {
-                enqueue(&tx, "l3", pk, 0, "newer talk summary", true)?;
+                enqueue(&tx, Layer::Sessions, pk, 0, "newer talk summary", true)?;
             }
         }
         Output::L3 {
@@ -805,7 +817,7 @@ pub struct Status {
 
 pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
     let mut jobs: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for level in ["l1", "l2", "l3"] {
+    for level in Layer::COMPACT.into_iter().filter_map(Layer::job) {
         let e = jobs.entry(level.into()).or_default();
         for s in ["pending", "running", "done", "failed"] {
             e.insert(s.into(), 0);
@@ -1092,7 +1104,7 @@ impl Compactor {
         let pk = jobs[0].session_pk;
         let talk_jobs = jobs
             .iter()
-            .filter(|j| j.level != "l3")
+            .filter(|j| j.layer != Layer::Sessions)
             .map(|j| j.prompt_number);
         let range = (
             talk_jobs.clone().min().unwrap_or(0),
@@ -1126,7 +1138,7 @@ impl Compactor {
             match res {
                 Ok(out) => self.writer.run(move |c| commit(c, &job, &out)).await??,
                 Err(e) => {
-                    tracing::info!(level = %job.level, session = job.session_pk, prompt = job.prompt_number,
+                    tracing::info!(layer = %job.layer, session = job.session_pk, prompt = job.prompt_number,
                         reason = %e.reason, outage = e.outage, "compact job deferred");
                     self.writer.run(move |c| defer(c, &job, &e, max)).await??
                 }
@@ -1204,14 +1216,13 @@ pub fn ready_count(conn: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// `l1`, `l2`, `l3` or `all` (the default).
-pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<&'static str>, String> {
-    Ok(match level.unwrap_or("all") {
-        "l1" => vec!["l1"],
-        "l2" => vec!["l2"],
-        "l3" => vec!["l3"],
-        "all" => vec!["l1", "l2", "l3"],
-        other => return Err(format!("`level` must be l1, l2, l3 or all, got `{other}`")),
-    })
+pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<Layer>, String> {
+    match level.unwrap_or("all") {
+        "all" => Ok(Layer::COMPACT.to_vec()),
+        other => Layer::from_job(other)
+            .map(|l| vec![l])
+            .ok_or_else(|| format!("`level` must be l1, l2, l3 or all, got `{other}`")),
+    }
 }
 
 /// A regeneration over more talks than this needs confirmation (`--yes`, `"confirm": true`)
@@ -1321,7 +1332,7 @@ pub fn regenerate_scope(
 /// Returns the jobs queued.
 pub fn regenerate(
     conn: &mut Connection,
-    levels: &[&str],
+    levels: &[Layer],
     session: Option<i64>,
     since: Option<i64>,
     guard: &RegenerateGuard,
@@ -1336,16 +1347,16 @@ pub fn regenerate(
     let mut n = 0;
     for (pk, talks) in sessions {
         for p in 1..=talks {
-            for level in ["l1", "l2"] {
-                if levels.contains(&level) {
-                    n += enqueue(&tx, level, pk, p, "regenerate", true)?;
-                    n += enqueue(&tx, level, pk, p, "regenerate", false)?;
+            for layer in [Layer::Observations, Layer::Talks] {
+                if levels.contains(&layer) {
+                    n += enqueue(&tx, layer, pk, p, "regenerate", true)?;
+                    n += enqueue(&tx, layer, pk, p, "regenerate", false)?;
                 }
             }
         }
-        if levels.contains(&"l3") {
-            n += enqueue(&tx, "l3", pk, 0, "regenerate", true)?;
-            n += enqueue(&tx, "l3", pk, 0, "regenerate", false)?;
+        if levels.contains(&Layer::Sessions) {
+            n += enqueue(&tx, Layer::Sessions, pk, 0, "regenerate", true)?;
+            n += enqueue(&tx, Layer::Sessions, pk, 0, "regenerate", false)?;
         }
     }
     tx.commit()?;

@@ -14,7 +14,7 @@
 //! provider's), the confidence is the cosine similarity itself, clamped to 0..1, and the
 //! threshold has to be chosen by hand.
 
-use crate::vector::Tbl;
+use crate::layer::Layer;
 
 /// Fitted curves per model: (a, b) for observations, talks, sessions, raw messages.
 const FITTED: &[(&str, [(f64, f64); 4])] = &[(
@@ -27,17 +27,18 @@ pub fn is_calibrated(model: &str) -> bool {
     FITTED.iter().any(|(m, _)| *m == model)
 }
 
-fn slot(t: Tbl) -> usize {
+/// The place of a layer's curve in [`FITTED`] (and in the tuning harness's tables).
+pub fn slot(t: Layer) -> usize {
     match t {
-        Tbl::Observations => 0,
-        Tbl::Talks => 1,
-        Tbl::Sessions => 2,
-        Tbl::Raw => 3,
+        Layer::Observations => 0,
+        Layer::Talks => 1,
+        Layer::Sessions => 2,
+        Layer::Raw => 3,
     }
 }
 
 /// The confidence of an item of level `t` at cosine `similarity` to the prompt.
-pub fn confidence(model: &str, t: Tbl, similarity: f64) -> f64 {
+pub fn confidence(model: &str, t: Layer, similarity: f64) -> f64 {
     match FITTED.iter().find(|(m, _)| *m == model) {
         Some((_, curves)) => {
             let (a, b) = curves[slot(t)];
@@ -127,10 +128,10 @@ mod tests {
 
     #[test]
     fn uncalibrated_models_use_the_similarity() {
-        assert_eq!(confidence("nomic-embed-text", Tbl::Talks, 0.42), 0.42);
-        assert_eq!(confidence("nomic-embed-text", Tbl::Talks, -0.2), 0.0);
+        assert_eq!(confidence("nomic-embed-text", Layer::Talks, 0.42), 0.42);
+        assert_eq!(confidence("nomic-embed-text", Layer::Talks, -0.2), 0.0);
         assert!(is_calibrated(crate::embed::model::MODEL_NAME));
-        let c = |s| confidence(crate::embed::model::MODEL_NAME, Tbl::Sessions, s);
+        let c = |s| confidence(crate::embed::model::MODEL_NAME, Layer::Sessions, s);
         assert!(c(0.9) > c(0.5) && c(0.5) > c(0.1));
     }
 }

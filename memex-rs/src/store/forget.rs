@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 use super::{fts, redact, unzstd_bytes, zstd_bytes};
+use crate::layer::Layer;
 
 /// What to forget.
 #[derive(Debug, Clone, PartialEq)]
@@ -669,14 +670,14 @@ fn requeue(tx: &Transaction<'_>, talks: &HashSet<(i64, i64)>, now: i64) -> rusql
     for &(pk, prompt) in talks {
         sessions.insert(pk);
         if prompt > 0 && alive.query_row(params![pk, prompt], |r| r.get::<_, bool>(0))? {
-            n += job.execute(params!["l1", pk, prompt, now])? as u64;
-            n += job.execute(params!["l2", pk, prompt, now])? as u64;
+            n += job.execute(params![Layer::Observations.job(), pk, prompt, now])? as u64;
+            n += job.execute(params![Layer::Talks.job(), pk, prompt, now])? as u64;
         }
     }
     for pk in sessions {
         if alive.query_row(params![pk, 0], |r| r.get::<_, bool>(0))? {
             super::ingest::refresh_session(tx, pk)?;
-            n += job.execute(params!["l3", pk, 0, now])? as u64;
+            n += job.execute(params![Layer::Sessions.job(), pk, 0, now])? as u64;
         }
     }
     Ok(n)

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params_from_iter};
 use serde::Serialize;
 
-use super::{Row, Tbl, VectorError, VectorStore};
+use super::{Row, VectorError, VectorStore};
 use crate::config::VectorSettings;
 use crate::embed::Embedder;
+use crate::layer::Layer;
 use crate::store::{ReadPool, Writer};
 
 /// The vector layer as search and the indexer use it.
@@ -136,10 +137,15 @@ fn raw_kinds(mode: &str) -> &'static [&'static str] {
 
 /// Reads the rows `refs` of table `t` as they are now; rows gone or not wanted are left out
 /// (as in full-text search: a fork's copied prefix and Codex's echoes are not indexed).
-fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Result<Vec<Source>> {
+fn load(
+    conn: &Connection,
+    t: Layer,
+    refs: &[i64],
+    raw_mode: &str,
+) -> rusqlite::Result<Vec<Source>> {
     let marks = vec!["?"; refs.len()].join(",");
-    let sql = match t {
-        Tbl::Raw => {
+    let sql = match t.columns() {
+        None => {
             let kinds = raw_kinds(raw_mode);
             if kinds.is_empty() {
                 return Ok(Vec::new());
@@ -155,19 +161,16 @@ fn load(conn: &Connection, t: Tbl, refs: &[i64], raw_mode: &str) -> rusqlite::Re
                 kinds.join(",")
             )
         }
-        _ => {
-            let l = crate::search::layer(t);
-            format!(
-                "SELECT x.id, x.session_pk, s.session_id, s.agent, COALESCE(s.project_path, s.git_root),
-                        {prompt}, {kind}, {ts}, {text}
-                 FROM {table} x JOIN sessions s ON s.id = x.session_pk WHERE x.id IN ({marks})",
-                prompt = l.prompt,
-                kind = l.vector_kind,
-                ts = l.ts,
-                text = l.text,
-                table = l.table,
-            )
-        }
+        Some(c) => format!(
+            "SELECT x.id, x.session_pk, s.session_id, s.agent, COALESCE(s.project_path, s.git_root),
+                    {prompt}, {kind}, {ts}, {text}
+             FROM {table} x JOIN sessions s ON s.id = x.session_pk WHERE x.id IN ({marks})",
+            prompt = c.prompt,
+            kind = c.vector_kind,
+            ts = c.ts,
+            text = c.text,
+            table = t.table(),
+        ),
     };
     let mut st = conn.prepare(&sql)?;
     let rows = st.query_map(params_from_iter(refs), |r| {
@@ -316,14 +319,14 @@ impl Vectors {
                 pool.with(|conn| -> Result<_, VectorError> {
                     let work = pending(conn, batch)?;
                     let mut groups = Vec::new();
-                    for t in Tbl::ALL {
+                    for t in Layer::ALL {
                         let mut refs: Vec<i64> = work
                             .outbox
                             .iter()
-                            .filter(|e| e.1 == t as i64)
+                            .filter(|e| e.1 == t.outbox_code())
                             .map(|e| e.2)
                             .collect();
-                        if t == Tbl::Raw {
+                        if t == Layer::Raw {
                             refs.extend(&work.fresh);
                         }
                         refs.sort_unstable();
@@ -401,7 +404,7 @@ impl Vectors {
 
     /// Table upkeep (compaction, the ANN index) for every table.
     pub async fn maintain(&self) -> Result<(), VectorError> {
-        for t in Tbl::ALL {
+        for t in Layer::ALL {
             self.store.maintain(t, self.settings.ann_min_rows).await?;
         }
         Ok(())
@@ -410,7 +413,7 @@ impl Vectors {
     pub async fn status(&self, backlog: u64, state: &str) -> VectorStatus {
         let mut rows = std::collections::BTreeMap::new();
         let mut ann = Vec::new();
-        for t in Tbl::ALL {
+        for t in Layer::ALL {
             rows.insert(t.name(), self.store.count(t).await.unwrap_or(0));
             if self.store.has_ann(t).await.unwrap_or(false) {
                 ann.push(t.name());
@@ -589,7 +592,7 @@ mod tests {
         }
 
         fn vectors(&self) -> usize {
-            self.rt.block_on(self.v.store.count(Tbl::Raw)).unwrap()
+            self.rt.block_on(self.v.store.count(Layer::Raw)).unwrap()
         }
 
         fn backlog(&self) -> u64 {
@@ -667,7 +670,7 @@ mod tests {
         let found =
             a.rt.block_on(
                 a.v.store.nearest(
-                    Tbl::Raw,
+                    Layer::Raw,
                     &a.v.embedder
                         .embed(&["gamma prompt number 1".to_owned()])
                         .unwrap()[0],

@@ -22,31 +22,7 @@ use lancedb::{DistanceType, Table};
 use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::Mutex;
 
-/// One table per level, in `vector_outbox.tbl` order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tbl {
-    Raw = 0,
-    Observations = 1,
-    Talks = 2,
-    Sessions = 3,
-}
-
-impl Tbl {
-    pub const ALL: [Tbl; 4] = [Tbl::Raw, Tbl::Observations, Tbl::Talks, Tbl::Sessions];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tbl::Raw => "raw",
-            Tbl::Observations => "observations",
-            Tbl::Talks => "talks",
-            Tbl::Sessions => "sessions",
-        }
-    }
-
-    pub fn from_code(code: i64) -> Option<Tbl> {
-        Tbl::ALL.into_iter().find(|t| *t as i64 == code)
-    }
-}
+use crate::layer::Layer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VectorError {
@@ -198,14 +174,14 @@ impl VectorStore {
     }
 
     /// The table, opened once; `None` while it does not exist.
-    async fn table(&self, t: Tbl) -> Result<Option<Table>, VectorError> {
+    async fn table(&self, t: Layer) -> Result<Option<Table>, VectorError> {
         let mut tables = self.tables.lock().await;
-        if let Some(table) = &tables[t as usize] {
+        if let Some(table) = &tables[t.outbox_code() as usize] {
             return Ok(Some(table.clone()));
         }
         match self.db.open_table(t.name()).execute().await {
             Ok(table) => {
-                tables[t as usize] = Some(table.clone());
+                tables[t.outbox_code() as usize] = Some(table.clone());
                 Ok(Some(table))
             }
             Err(lancedb::Error::TableNotFound { .. }) => Ok(None),
@@ -213,7 +189,7 @@ impl VectorStore {
         }
     }
 
-    async fn table_or_create(&self, t: Tbl) -> Result<Table, VectorError> {
+    async fn table_or_create(&self, t: Layer) -> Result<Table, VectorError> {
         if let Some(table) = self.table(t).await? {
             return Ok(table);
         }
@@ -222,7 +198,7 @@ impl VectorStore {
             .create_empty_table(t.name(), self.schema.clone())
             .execute()
             .await?;
-        self.tables.lock().await[t as usize] = Some(table.clone());
+        self.tables.lock().await[t.outbox_code() as usize] = Some(table.clone());
         Ok(table)
     }
 
@@ -234,8 +210,8 @@ impl VectorStore {
     /// Drops every table (the folder stays).
     pub async fn drop_all(&self) -> Result<(), VectorError> {
         let mut tables = self.tables.lock().await;
-        for t in Tbl::ALL {
-            tables[t as usize] = None;
+        for t in Layer::ALL {
+            tables[t.outbox_code() as usize] = None;
             match self.db.drop_table(t.name(), &[]).await {
                 Ok(()) | Err(lancedb::Error::TableNotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
@@ -250,7 +226,7 @@ impl VectorStore {
     /// every older version at once (only for a process holding the archive's lock); otherwise
     /// versions older than a minute go (the service's readers may hold a newer one).
     pub async fn forget(&self, gone: &[(i64, i64)], prune_now: bool) -> Result<(), VectorError> {
-        for t in Tbl::ALL {
+        for t in Layer::ALL {
             let refs: Vec<i64> = gone
                 .iter()
                 .filter(|(code, _)| *code == t as i64)
@@ -293,7 +269,7 @@ impl VectorStore {
 
     /// Replaces the vectors of the SQLite rows `refs` by `rows` (which may be fewer: a row
     /// that is gone or no longer wanted only loses its vectors).
-    pub async fn replace(&self, t: Tbl, refs: &[i64], rows: Vec<Row>) -> Result<(), VectorError> {
+    pub async fn replace(&self, t: Layer, refs: &[i64], rows: Vec<Row>) -> Result<(), VectorError> {
         if refs.is_empty() && rows.is_empty() {
             return Ok(());
         }
@@ -359,7 +335,7 @@ impl VectorStore {
     /// row (its best chunk). `filter` is a LanceDB SQL predicate applied before the search.
     pub async fn nearest(
         &self,
-        t: Tbl,
+        t: Layer,
         query: &[f32],
         k: usize,
         filter: Option<&str>,
@@ -400,14 +376,14 @@ impl VectorStore {
         Ok(out)
     }
 
-    pub async fn count(&self, t: Tbl) -> Result<usize, VectorError> {
+    pub async fn count(&self, t: Layer) -> Result<usize, VectorError> {
         Ok(match self.table(t).await? {
             Some(table) => table.count_rows(None).await?,
             None => 0,
         })
     }
 
-    pub async fn has_ann(&self, t: Tbl) -> Result<bool, VectorError> {
+    pub async fn has_ann(&self, t: Layer) -> Result<bool, VectorError> {
         Ok(match self.table(t).await? {
             Some(table) => table
                 .list_indices()
@@ -421,7 +397,7 @@ impl VectorStore {
     /// Upkeep after a run of writes: merges small files, brings the indexes up to date (and
     /// builds the ANN index once the table has `ann_min_rows`), and removes versions older than
     /// a minute (only this process writes; readers hold a version for far less).
-    pub async fn maintain(&self, t: Tbl, ann_min_rows: usize) -> Result<(), VectorError> {
+    pub async fn maintain(&self, t: Layer, ann_min_rows: usize) -> Result<(), VectorError> {
         let Some(table) = self.table(t).await? else {
             return Ok(());
         };
@@ -535,13 +511,6 @@ impl ForSearch {
                 texts_per_sec: None,
                 last_error: None,
             },
-        }
-    }
-
-    pub fn semantic<'a>(&'a self, rt: &'a tokio::runtime::Handle) -> crate::search::Semantic<'a> {
-        match &self.vectors {
-            Some(v) => crate::search::Semantic::On { vectors: v, rt },
-            None => crate::search::Semantic::Off(self.off.clone()),
         }
     }
 }

@@ -12,7 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memex::search::{self, Level, Mode, SearchParams, Semantic};
+use memex::layer::Layer;
+use memex::search::{self, Mode, Scope, SearchParams, Semantic};
 use memex::store;
 use serde::Deserialize;
 
@@ -332,11 +333,11 @@ pub fn run(work: &Path, distractors: usize) {
     }
 
     let levels = [
-        ("raw", Level::Raw),
-        ("observations", Level::Observations),
-        ("talks", Level::Talks),
-        ("sessions", Level::Sessions),
-        ("all", Level::All),
+        ("raw", Scope::One(Layer::Raw)),
+        ("observations", Scope::One(Layer::Observations)),
+        ("talks", Scope::One(Layer::Talks)),
+        ("sessions", Scope::One(Layer::Sessions)),
+        ("all", Scope::All),
     ];
     let modes = [
         ("fts", Mode::Fts),
@@ -428,8 +429,8 @@ pub fn run(work: &Path, distractors: usize) {
     };
     println!("\nquestions without an answer (top result offered):");
     for q in &topics.no_answer {
-        let fts = top(q, Level::All, Mode::Fts);
-        let vec = top(q, Level::Raw, Mode::Vector);
+        let fts = top(q, Scope::All, Mode::Fts);
+        let vec = top(q, Scope::One(Layer::Raw), Mode::Vector);
         println!(
             "  {q:<60} fts: {:<10} vector similarity of the nearest: {}",
             if fts.is_none() { "no match" } else { "a match" },
@@ -438,7 +439,7 @@ pub fn run(work: &Path, distractors: usize) {
     }
     let mut sims: Vec<f64> = questions
         .iter()
-        .filter_map(|(q, _, _)| top(q, Level::Raw, Mode::Vector).map(|h| h.score))
+        .filter_map(|(q, _, _)| top(q, Scope::One(Layer::Raw), Mode::Vector).map(|h| h.score))
         .collect();
     sims.sort_by(f64::total_cmp);
     if !sims.is_empty() {

@@ -126,15 +126,6 @@ fn prompts(p: &crate::eval::Prepared, conn: &rusqlite::Connection) -> Vec<Prompt
     out
 }
 
-fn level_slot(level: &str) -> usize {
-    match level {
-        "observation" => 0,
-        "talk" => 1,
-        "session" => 2,
-        _ => 3,
-    }
-}
-
 const LEVEL_NAMES: [&str; 4] = ["observations", "talks", "sessions", "messages"];
 
 pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: usize, reuse: bool) {
@@ -169,7 +160,7 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
             inject::candidates(&conn, vectors, &rt, &q.text, &Filter::default(), &[], 20).unwrap();
         for i in items {
             let rel = q.relevant.contains(&i.session_id);
-            let slot = level_slot(i.level);
+            let slot = memex::inject::calibration::slot(i.level);
             samples[slot].push((i.similarity.unwrap_or(0.0), rel));
             scored.push((slot, i.confidence.unwrap_or(0.0), rel));
             folded.push(((n / 2) % 2, slot, i.similarity.unwrap_or(0.0), rel));

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memex::embed::{Embedder, minilm::MiniLm, model};
-use memex::search::{Level, Mode, SearchParams, Semantic};
+use memex::layer::Layer;
+use memex::search::{Mode, Scope, SearchParams, Semantic};
 use memex::store;
 
 use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence, time_search};
@@ -155,7 +156,7 @@ pub fn latency(data: &Path, runs: usize) {
         vectors: &vectors,
         rt: &handle,
     };
-    for (lname, level) in [("raw", Level::Raw), ("all", Level::All)] {
+    for (lname, level) in [("raw", Scope::One(Layer::Raw)), ("all", Scope::All)] {
         for (mname, mode) in [
             ("fts", Mode::Fts),
             ("vector", Mode::Vector),

@@ -1,0 +1,185 @@
+//! The archive's layers: every stored message (L0) and the three compact layers built on it
+//! (L1 observations, L2 talk summaries, L3 session summaries). Each part of Memex that names a
+//! layer (search, the vector tables and their outbox, the compaction queue, injection) asks
+//! this type; its names reach the wire (JSON, SQL, config) only through the methods below.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    /// Every stored message (L0).
+    Raw,
+    /// L1: one observation per tool call.
+    Observations,
+    /// L2: one summary per user prompt.
+    Talks,
+    /// L3: one summary per session.
+    Sessions,
+}
+
+/// A compact layer's SQL, over its table aliased `x`: what a hit shows and what is embedded.
+pub struct Columns {
+    /// The talk a row belongs to (0 for a whole session).
+    pub prompt: &'static str,
+    /// When the row's content happened.
+    pub ts: &'static str,
+    /// The text that is indexed, shown and embedded.
+    pub text: &'static str,
+    /// The `kind` column of its vectors.
+    pub vector_kind: &'static str,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 4] = [
+        Layer::Raw,
+        Layer::Observations,
+        Layer::Talks,
+        Layer::Sessions,
+    ];
+    /// The layers compaction writes.
+    pub const COMPACT: [Layer; 3] = [Layer::Observations, Layer::Talks, Layer::Sessions];
+
+    /// Its place in [`Layer::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The name at the wire: search's `level`, a hit's `level`, the vector table.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layer::Raw => "raw",
+            Layer::Observations => "observations",
+            Layer::Talks => "talks",
+            Layer::Sessions => "sessions",
+        }
+    }
+
+    /// Its SQLite table.
+    pub const fn table(self) -> &'static str {
+        match self {
+            Layer::Raw => "messages",
+            Layer::Observations => "observations",
+            Layer::Talks => "talk_summaries",
+            Layer::Sessions => "session_summaries",
+        }
+    }
+
+    /// Its full-text index (an FTS5 table whose rowid is the row's id).
+    pub const fn fts_table(self) -> &'static str {
+        match self {
+            Layer::Raw => "messages_fts",
+            Layer::Observations => "observations_fts",
+            Layer::Talks => "talk_summaries_fts",
+            Layer::Sessions => "session_summaries_fts",
+        }
+    }
+
+    /// Its code in `vector_outbox.tbl` (migration 0004).
+    pub const fn outbox_code(self) -> i64 {
+        match self {
+            Layer::Raw => 0,
+            Layer::Observations => 1,
+            Layer::Talks => 2,
+            Layer::Sessions => 3,
+        }
+    }
+
+    /// The compaction job that writes it (`compact_jobs.level`); none for the raw layer.
+    pub const fn job(self) -> Option<&'static str> {
+        match self {
+            Layer::Raw => None,
+            Layer::Observations => Some("l1"),
+            Layer::Talks => Some("l2"),
+            Layer::Sessions => Some("l3"),
+        }
+    }
+
+    /// The layer a compaction job level writes.
+    pub fn from_job(level: &str) -> Option<Layer> {
+        Layer::COMPACT.into_iter().find(|l| l.job() == Some(level))
+    }
+
+    /// What one of its rows is called where a person reads it (injected memory).
+    pub const fn item(self) -> &'static str {
+        match self {
+            Layer::Raw => "message",
+            Layer::Observations => "observation",
+            Layer::Talks => "talk",
+            Layer::Sessions => "session",
+        }
+    }
+
+    /// The `kind` of a search hit from a compact layer (a raw hit carries its message's kind).
+    pub const fn hit_kind(self) -> &'static str {
+        match self {
+            Layer::Raw => "message",
+            Layer::Observations => "observation",
+            Layer::Talks => "talk_summary",
+            Layer::Sessions => "session_summary",
+        }
+    }
+
+    /// A compact layer's columns; `None` for the raw layer, whose rows are messages.
+    pub const fn columns(self) -> Option<&'static Columns> {
+        match self {
+            Layer::Raw => None,
+            Layer::Observations => Some(&Columns {
+                prompt: "x.prompt_number",
+                ts: "x.ts",
+                text: "x.title || ' — ' || x.subtitle || char(10) || x.narrative",
+                vector_kind: "x.type",
+            }),
+            Layer::Talks => Some(&Columns {
+                prompt: "x.prompt_number",
+                ts: "x.ts",
+                text: "x.user_request || char(10) || x.summary",
+                vector_kind: "'talk'",
+            }),
+            Layer::Sessions => Some(&Columns {
+                prompt: "0",
+                ts: "x.updated_at",
+                text: "x.summary",
+                vector_kind: "'session'",
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Layer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Layer, String> {
+        Layer::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
+                format!("must be one of {}, got `{s}`", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_its_layer() {
+        for l in Layer::ALL {
+            assert_eq!(l.name().parse::<Layer>(), Ok(l));
+            assert_eq!(Layer::ALL[l.outbox_code() as usize], l);
+            assert_eq!(Layer::ALL[l.index()], l);
+            assert_eq!(l.job().and_then(Layer::from_job), l.job().map(|_| l));
+            assert_eq!(l.columns().is_none(), l == Layer::Raw);
+        }
+        assert!("all".parse::<Layer>().unwrap_err().contains("`all`"));
+        assert_eq!(Layer::from_job("l4"), None);
+    }
+}

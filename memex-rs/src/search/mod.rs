@@ -1,0 +1,331 @@
+//! Search over the archive. One function serves the CLI, HTTP and MCP: per level, a full-text
+//! ranking and a vector ranking ([`Semantic`]), fused with Reciprocal Rank Fusion.
+//!
+//! Full text, every level: FTS5 finds the matching rows, newest first (rowid order, which FTS5
+//! serves lazily, so this costs well under a millisecond even for common words at a million
+//! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25.
+//! FTS5's own `bm25()` is not used: before ranking a single row it counts every document that
+//! contains each phrase, a scan of the whole doclist that costs 5–30 ms for common words
+//! (BENCHMARKS.md). Here a term's document frequency is counted up to [`DF_CAP`] (exact for
+//! rare terms, saturated for common ones, which carry little weight either way), and term
+//! frequencies and lengths come from the candidates' own text. Rare terms are ranked over all
+//! their matches; for common terms the best of the most recent matches win, which is what
+//! someone asking their agent's memory usually wants.
+//!
+//! The parts: [`query`] reads what a user typed, `rank` ranks full-text matches and fuses
+//! rankings, `nearest` asks the vector tables (also for injection: [`nearby`]), `rows` reads
+//! every hit back from SQLite.
+
+mod nearest;
+pub mod query;
+mod rank;
+mod rows;
+
+use rusqlite::Connection;
+use serde::Serialize;
+
+pub use self::nearest::{HitText, Nearby, nearby};
+use self::nearest::{Prefilter, VectorSide};
+use self::rank::{fts_layer, fuse};
+use crate::layer::Layer;
+use crate::store::read::Filter;
+use crate::vector::indexer::Vectors;
+
+/// How many newest matching rows are ranked.
+pub const CANDIDATES: usize = 300;
+
+/// Document frequencies are counted up to this many matches.
+pub const DF_CAP: usize = 5_000;
+
+#[derive(Debug, Clone, Default)]
+pub struct SearchParams {
+    pub query: String,
+    pub limit: usize,
+    pub filter: Filter,
+    pub level: Scope,
+    pub mode: Mode,
+}
+
+/// Which rankings are fused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Full-text and vector results fused with RRF (full text alone when vectors are unavailable).
+    #[default]
+    Hybrid,
+    /// Full-text search (BM25) only.
+    Fts,
+    /// Vector similarity only.
+    Vector,
+}
+
+/// What `mode` accepts.
+pub const MODES: &[&str] = &["hybrid", "fts", "vector"];
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Ok(match s {
+            "hybrid" => Mode::Hybrid,
+            "fts" => Mode::Fts,
+            "vector" => Mode::Vector,
+            other => {
+                return Err(format!(
+                    "must be one of {}, got `{other}`",
+                    MODES.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// The vector side of a search: the layer and a runtime to query LanceDB on, or why there is
+/// none.
+pub enum Semantic<'a> {
+    On {
+        vectors: &'a Vectors,
+        rt: &'a tokio::runtime::Handle,
+    },
+    Off(String),
+}
+
+impl<'a> Semantic<'a> {
+    /// The vector side the open vector layer allows.
+    pub fn of(v: &'a crate::vector::ForSearch, rt: &'a tokio::runtime::Handle) -> Semantic<'a> {
+        match &v.vectors {
+            Some(vectors) => Semantic::On { vectors, rt },
+            None => Semantic::Off(v.off.clone()),
+        }
+    }
+}
+
+/// The layers searched: one, or all of them fused with Reciprocal Rank Fusion (`level` at the
+/// wire: a layer's name or `all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    One(Layer),
+    All,
+}
+
+impl Default for Scope {
+    fn default() -> Scope {
+        Scope::One(Layer::Raw)
+    }
+}
+
+impl Scope {
+    pub fn layers(self) -> &'static [Layer] {
+        match self {
+            Scope::One(l) => &Layer::ALL[l.index()..=l.index()],
+            Scope::All => &Layer::ALL,
+        }
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Scope, String> {
+        if s == "all" {
+            return Ok(Scope::All);
+        }
+        s.parse::<Layer>()
+            .map(Scope::One)
+            .map_err(|_| format!("must be one of {}, got `{s}`", LEVELS.join(", ")))
+    }
+}
+
+/// What `level` accepts.
+pub const LEVELS: &[&str] = &["raw", "observations", "talks", "sessions", "all"];
+
+/// Reciprocal Rank Fusion constant.
+pub const RRF_K: f64 = 60.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    pub session_id: String,
+    /// The message (raw level only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    pub agent: String,
+    pub project: Option<String>,
+    pub role: String,
+    pub kind: String,
+    pub prompt_number: i64,
+    pub timestamp: Option<String>,
+    pub snippet: String,
+    pub score: f64,
+    pub level: &'static str,
+    /// Which rankings found it: `fts`, `vector` or `both`.
+    #[serde(rename = "match")]
+    pub matched: &'static str,
+    /// The SQLite row (message or layer row) the hit stands for.
+    #[serde(skip)]
+    pub row: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    /// `hybrid`, `fts` or `vector`: what actually ranked the results.
+    pub mode: &'static str,
+    /// Set when the search could not do what was asked (vectors unavailable, a stand-in
+    /// embedder), and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+    pub results: Vec<Hit>,
+}
+
+/// At most this many words and phrases per query: each costs an index lookup and a pass over
+/// the candidates' text, and no question needs more.
+pub const MAX_TERMS: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("limit must be between 1 and 1000, got {0}")]
+    Limit(usize),
+    #[error("the query has {0} words and phrases; at most {MAX_TERMS} are searched at once")]
+    TooManyTerms(usize),
+    #[error("search failed")]
+    Sql(#[from] rusqlite::Error),
+    #[error("vector search is unavailable: {0}")]
+    NoVectors(String),
+    #[error("vector search failed: {0}")]
+    Vector(#[from] crate::vector::VectorError),
+}
+
+pub fn search(
+    conn: &Connection,
+    sem: &Semantic<'_>,
+    p: &SearchParams,
+) -> Result<SearchResponse, SearchError> {
+    if p.limit == 0 || p.limit > 1000 {
+        return Err(SearchError::Limit(p.limit));
+    }
+    let terms = query::parse_query(&p.query);
+    if terms.len() > MAX_TERMS {
+        return Err(SearchError::TooManyTerms(terms.len()));
+    }
+    let mut notice = None;
+    let vectors = match (p.mode, sem) {
+        (Mode::Fts, _) => None,
+        (_, Semantic::On { vectors, rt }) => {
+            if let Some(w) = vectors.embedder.fallback_reason() {
+                notice = Some(w.to_owned());
+            } else if let Some(n) = waiting(conn)? {
+                notice = Some(format!(
+                    "about {n} rows still wait for their vectors; until then they are found by full text only"
+                ));
+            }
+            Some((*vectors, *rt))
+        }
+        (Mode::Vector, Semantic::Off(why)) => return Err(SearchError::NoVectors(why.clone())),
+        (Mode::Hybrid, Semantic::Off(why)) => {
+            notice = Some(format!("full-text results only: {why}"));
+            None
+        }
+    };
+    let empty = |mode| SearchResponse {
+        mode,
+        notice: notice.clone(),
+        results: vec![],
+    };
+    if p.query.trim().is_empty() || (terms.is_empty() && vectors.is_none()) {
+        return Ok(empty("fts"));
+    }
+    let layers = p.level.layers();
+    let Some((vectors, rt)) = vectors else {
+        // Full text alone: each layer's own ranking (BM25), layers fused with RRF.
+        let results = match layers {
+            [only] => fts_layer(conn, p, &terms, *only, p.limit)?,
+            _ => fuse(
+                layers
+                    .iter()
+                    .map(|&l| fts_layer(conn, p, &terms, l, depth(p.limit)))
+                    .collect::<Result<Vec<_>, _>>()?,
+                p.limit,
+            ),
+        };
+        return Ok(SearchResponse {
+            mode: "fts",
+            notice,
+            results,
+        });
+    };
+    let query = vectors
+        .embedder
+        .embed(std::slice::from_ref(&p.query))
+        .map_err(|e| SearchError::Vector(e.into()))?
+        .pop()
+        .unwrap_or_default();
+    let deep = depth(p.limit);
+    // The filter as a LanceDB predicate: the same for every layer.
+    let prefilter = Prefilter::of(conn, &p.filter)?;
+    let side = VectorSide {
+        vectors,
+        rt,
+        prefilter: &prefilter,
+        query: &query,
+    };
+    let mut lists = Vec::new();
+    for &l in layers {
+        if p.mode == Mode::Hybrid && !terms.is_empty() {
+            lists.push(fts_layer(conn, p, &terms, l, deep)?);
+        }
+        lists.push(side.search(conn, p, l, deep)?);
+    }
+    let mode = if p.mode == Mode::Vector {
+        "vector"
+    } else {
+        "hybrid"
+    };
+    Ok(SearchResponse {
+        mode,
+        notice,
+        results: fuse(lists, p.limit),
+    })
+}
+
+/// Roughly how many rows the indexer has yet to embed (the outbox's id span and the messages
+/// above the mark: O(1)).
+fn waiting(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "SELECT NULLIF(COALESCE((SELECT MAX(id) - MIN(id) + 1 FROM vector_outbox), 0)
+             + MAX(0, COALESCE((SELECT MAX(id) FROM messages), 0)
+                      - (SELECT messages_through FROM vector_progress)), 0)",
+        [],
+        |r| r.get::<_, Option<i64>>(0),
+    )
+}
+
+/// How deep each ranking is read before fusion.
+fn depth(limit: usize) -> usize {
+    (limit * 2).clamp(20, 1000)
+}
+
+/// Parses a time bound: RFC 3339, a date (`2026-06-01`, UTC midnight), or an age (`30m`,
+/// `12h`, `7d`, `2w`) counted back from now. Returns epoch milliseconds.
+pub fn parse_time(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(d.timestamp_millis());
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis());
+    }
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = num.parse().map_err(|_| bad_time(s))?;
+    let ms = match unit {
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        _ => return Err(bad_time(s)),
+    };
+    Ok(chrono::Utc::now().timestamp_millis() - n.saturating_mul(ms))
+}
+
+fn bad_time(s: &str) -> String {
+    format!(
+        "`{s}` is not a time: use RFC 3339 (2026-06-01T09:00:00Z), a date (2026-06-01) or an age (30m, 12h, 7d, 2w)"
+    )
+}

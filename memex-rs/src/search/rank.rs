@@ -1,0 +1,190 @@
+//! Full-text ranking: FTS5 finds the newest matches of each layer, BM25 ranks them here, and
+//! Reciprocal Rank Fusion merges rankings (full text and vectors, several layers).
+
+use rusqlite::{Connection, params_from_iter, types::Value as Sql};
+
+use super::query::{self, Term};
+use super::rows::{layer_rows, raw_rows};
+use super::{CANDIDATES, DF_CAP, Hit, RRF_K, SearchError, SearchParams};
+use crate::layer::Layer;
+use crate::store::read::Filter;
+
+/// One layer's full-text ranking, best first.
+pub(super) fn fts_layer(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[Term],
+    l: Layer,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    match l {
+        Layer::Raw => search_raw(conn, p, terms, limit),
+        l => search_layer(conn, p, terms, l, limit),
+    }
+}
+
+/// Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the rankings a result is in.
+pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
+    if lists.len() == 1 {
+        let mut only = lists.into_iter().next().unwrap_or_default();
+        only.truncate(limit);
+        return only;
+    }
+    let mut fused: Vec<Hit> = Vec::new();
+    let mut index: std::collections::HashMap<(&'static str, i64), usize> = Default::default();
+    for list in lists {
+        for (rank, h) in list.into_iter().enumerate() {
+            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            match index.get(&(h.level, h.row)) {
+                Some(&i) => {
+                    let f = &mut fused[i];
+                    f.score += score;
+                    if f.matched != h.matched {
+                        f.matched = "both";
+                    }
+                    // The full-text snippet shows the words that matched.
+                    if h.matched == "fts" {
+                        f.snippet = h.snippet;
+                    }
+                }
+                None => {
+                    index.insert((h.level, h.row), fused.len());
+                    fused.push(Hit { score, ..h });
+                }
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused.truncate(limit);
+    fused
+}
+
+/// A compact layer: its newest matches, ranked like the raw level (at a million messages the
+/// layers hold hundreds of thousands of rows, and FTS5's `bm25()` would scan every match).
+fn search_layer(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[Term],
+    l: Layer,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    let Some(c) = l.columns() else {
+        return search_raw(conn, p, terms, limit);
+    };
+    let tx = conn.unchecked_transaction()?;
+    let mut args = vec![Sql::Text(query::match_expr(terms))];
+    let cond = p.filter.sql(Some(c.ts), &mut args);
+    let ids = newest_matches(
+        &tx,
+        l.fts_table(),
+        &format!(
+            "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
+            table = l.table(),
+            fts = l.fts_table()
+        ),
+        &cond,
+        args,
+    )?;
+    let hits = layer_rows(&tx, &ids, &Filter::default(), l)?;
+    bm25_rank(&tx, l.fts_table(), terms, hits, limit)
+}
+
+/// Row ids of the newest [`CANDIDATES`] matches of `args[0]` in `fts` that pass `cond`.
+fn newest_matches(
+    tx: &Connection,
+    fts: &str,
+    join: &str,
+    cond: &str,
+    args: Vec<Sql>,
+) -> Result<Vec<i64>, SearchError> {
+    let sql = format!(
+        "SELECT {fts}.rowid FROM {fts} {join}
+         WHERE {fts} MATCH ?1 AND {cond}
+         ORDER BY {fts}.rowid DESC LIMIT {CANDIDATES}"
+    );
+    let mut st = tx.prepare_cached(&sql)?;
+    let ids = st
+        .query_map(params_from_iter(args), |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(ids)
+}
+
+/// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
+/// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. Best first;
+/// among equals the newer (candidates arrive newest first, and the sort is stable).
+fn bm25_rank(
+    tx: &Connection,
+    fts: &str,
+    terms: &[Term],
+    hits: Vec<(Hit, String)>,
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    if hits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let total: f64 = tx
+        .query_row(&format!("SELECT MAX(rowid) FROM {fts}"), [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })?
+        .unwrap_or(1) as f64;
+    let mut df_st = tx.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
+    ))?;
+    let mut weighted = Vec::with_capacity(terms.len());
+    for t in terms {
+        let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
+        let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
+        if let Some(re) = t.regex() {
+            weighted.push((re, idf));
+        }
+    }
+    // Length in bytes: BM25 only needs lengths relative to the average.
+    let avg = hits.iter().map(|h| h.1.len().max(1)).sum::<usize>() as f64 / hits.len() as f64;
+    let mut hits = hits;
+    for (hit, text) in &mut hits {
+        let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
+        hit.score = weighted
+            .iter()
+            .map(|(re, idf)| {
+                let tf = re.find_iter(text).count().max(1) as f64;
+                idf * tf * 2.2 / (tf + norm)
+            })
+            .sum();
+    }
+    hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+    hits.truncate(limit);
+    Ok(hits
+        .into_iter()
+        .map(|(mut hit, text)| {
+            hit.snippet = query::snippet(&text, terms, 200);
+            hit
+        })
+        .collect())
+}
+
+/// Raw level: the newest matching messages, ranked here with BM25.
+fn search_raw(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[Term],
+    limit: usize,
+) -> Result<Vec<Hit>, SearchError> {
+    // One read transaction for the whole search: one snapshot, and one lock instead of one per
+    // statement.
+    let tx = conn.unchecked_transaction()?;
+    let mut args = vec![Sql::Text(query::match_expr(terms))];
+    let cond = p.filter.sql(Some("m.ts"), &mut args);
+    let join = if p.filter.is_empty() {
+        ""
+    } else {
+        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
+    };
+    let fts = Layer::Raw.fts_table();
+    let rowids = newest_matches(&tx, fts, join, &cond, args)?;
+    // The candidates already passed the filter.
+    let hits = raw_rows(&tx, &rowids, &Filter::default())?;
+    bm25_rank(&tx, fts, terms, hits, limit)
+}
