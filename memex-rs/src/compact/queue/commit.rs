@@ -1,0 +1,360 @@
+//! How a job ends: its rows, FTS entries and token spend committed with its `done` state in
+//! one transaction, or the job deferred after a failure, or released unrun.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::{Job, Output, enqueue, now_ms};
+use crate::compact::heuristic::estimate_tokens;
+use crate::compact::{NotNow, Provenance, Redacted, Written};
+use crate::layer::Layer;
+use crate::store::fts;
+
+pub(super) fn bump(tx: &Transaction<'_>, name: &str, by: i64) -> rusqlite::Result<()> {
+    if by != 0 {
+        tx.execute(
+            "INSERT INTO compact_counters (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+            params![name, by],
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn account<T>(tx: &Transaction<'_>, w: &Written<T>) -> rusqlite::Result<()> {
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    for s in &w.spend {
+        tx.execute(
+            "INSERT INTO llm_usage (day, provider, calls, tokens_input, tokens_output) VALUES (?1, ?2, 1, ?3, ?4)
+             ON CONFLICT (day, provider) DO UPDATE SET calls = calls + 1,
+               tokens_input = tokens_input + excluded.tokens_input,
+               tokens_output = tokens_output + excluded.tokens_output",
+            params![day, s.provider, s.tokens_input as i64, s.tokens_output as i64],
+        )?;
+    }
+    let heuristic = w.provenance.provider == "heuristic";
+    bump(
+        tx,
+        if heuristic {
+            "rows_heuristic"
+        } else {
+            "rows_llm"
+        },
+        1,
+    )?;
+    bump(
+        tx,
+        "rows_fallback",
+        i64::from(w.provenance.fallback_reason.is_some()),
+    )?;
+    bump(tx, "malformed_outputs", i64::from(w.malformed))
+}
+
+pub(super) fn prov_params(p: &Provenance) -> [rusqlite::types::Value; 7] {
+    use rusqlite::types::Value as V;
+    [
+        V::Text(p.provider.clone()),
+        p.model.clone().map_or(V::Null, V::Text),
+        V::Text(p.prompt_version.clone()),
+        V::Integer(p.tokens_input as i64),
+        V::Integer(p.tokens_output as i64),
+        V::Real(p.confidence),
+        p.fallback_reason.clone().map_or(V::Null, V::Text),
+    ]
+}
+
+pub(super) fn index(
+    tx: &Transaction<'_>,
+    table: &str,
+    rowid: i64,
+    body: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        &format!("INSERT INTO {table} (rowid, body) VALUES (?1, ?2)"),
+        params![rowid, fts::index_text(body, 1 << 20)],
+    )?;
+    Ok(())
+}
+
+pub(super) fn unindex(
+    tx: &Transaction<'_>,
+    table: &str,
+    fts_table: &str,
+    cond: &str,
+    args: &[i64],
+) -> rusqlite::Result<()> {
+    let ids: Vec<i64> = {
+        let mut st = tx.prepare(&format!("SELECT id FROM {table} WHERE {cond}"))?;
+        st.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for id in ids {
+        tx.execute(&format!("DELETE FROM {fts_table} WHERE rowid = ?1"), [id])?;
+    }
+    tx.execute(
+        &format!("DELETE FROM {table} WHERE {cond}"),
+        rusqlite::params_from_iter(args),
+    )?;
+    Ok(())
+}
+
+pub(super) fn list(v: &[String]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
+}
+
+/// Writes a job's rows and marks it done, in one transaction. A newer L2 refreshes an L3 built
+/// before it.
+pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    let now = now_ms();
+    let pk = job.session_pk;
+    // `memex forget` may have removed what this job read while it ran: it then puts the job
+    // back (or deletes it with its session), and the result is thrown away.
+    let live: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM compact_jobs WHERE id = ?1 AND state = 'running')",
+        [job.id],
+        |r| r.get(0),
+    )?;
+    if !live {
+        return tx.commit();
+    }
+    match out {
+        Output::L1(obs) => {
+            unindex(
+                &tx,
+                "observations",
+                "observations_fts",
+                "session_pk = ?1 AND prompt_number = ?2",
+                &[pk, job.prompt_number],
+            )?;
+            for w in obs {
+                let o = &w.value.redacted();
+                let p = prov_params(&w.provenance);
+                tx.execute(
+                    "INSERT INTO observations (session_pk, prompt_number, first_message_id, last_message_id,
+                       tool_name, call_count, type, title, subtitle, facts, narrative, files_read,
+                       files_modified, ts, provider, model, prompt_version, tokens_input, tokens_output,
+                       confidence, fallback_reason, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                       ?18, ?19, ?20, ?21, ?22)",
+                    params![
+                        pk, job.prompt_number, o.first_message_id, o.last_message_id, o.tool_name,
+                        o.call_count, o.kind, o.title, o.subtitle, list(&o.facts), o.narrative,
+                        list(&o.files_read), list(&o.files_modified), o.ts, p[0], p[1], p[2], p[3],
+                        p[4], p[5], p[6], now
+                    ],
+                )?;
+                let body = format!(
+                    "{}\n{}\n{}\n{}\n{} {}",
+                    o.title,
+                    o.subtitle,
+                    o.narrative,
+                    o.facts.join("\n"),
+                    o.files_modified.join(" "),
+                    o.files_read.join(" ")
+                );
+                index(&tx, "observations_fts", tx.last_insert_rowid(), &body)?;
+                account(&tx, w)?;
+            }
+        }
+        Output::L2 {
+            written: w,
+            raw_tokens,
+            ts,
+        } => {
+            let t = &w.value.redacted();
+            let p = prov_params(&w.provenance);
+            unindex(
+                &tx,
+                "talk_summaries",
+                "talk_summaries_fts",
+                "session_pk = ?1 AND prompt_number = ?2",
+                &[pk, job.prompt_number],
+            )?;
+            tx.execute(
+                "INSERT INTO talk_summaries (session_pk, prompt_number, user_request, summary, completed,
+                   files_involved, raw_tokens, summary_tokens, ts, provider, model, prompt_version,
+                   tokens_input, tokens_output, confidence, fallback_reason, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                params![
+                    pk, job.prompt_number, t.user_request, t.summary, t.completed,
+                    list(&t.files_involved), *raw_tokens as i64,
+                    (estimate_tokens(&t.user_request) + estimate_tokens(&t.summary)
+                        + estimate_tokens(&t.completed)) as i64,
+                    ts, p[0], p[1], p[2], p[3], p[4], p[5], p[6], now
+                ],
+            )?;
+            let body = format!(
+                "{}\n{}\n{}\n{}",
+                t.user_request,
+                t.summary,
+                t.completed,
+                t.files_involved.join(" ")
+            );
+            index(&tx, "talk_summaries_fts", tx.last_insert_rowid(), &body)?;
+            account(&tx, w)?;
+            let covered: Option<i64> = tx
+                .query_row(
+                    "SELECT talks_covered FROM session_summaries WHERE session_pk = ?1",
+                    [pk],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if covered.is_some_and(|c| c < job.prompt_number) {
+                enqueue(&tx, Layer::Sessions, pk, 0, "newer talk summary", true)?;
+            }
+        }
+        Output::L3 {
+            written: w,
+            raw_tokens,
+        } => {
+            let s = &w.value.redacted();
+            let p = prov_params(&w.provenance);
+            let created: Option<i64> = tx
+                .query_row(
+                    "SELECT created_at FROM session_summaries WHERE session_pk = ?1",
+                    [pk],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            unindex(
+                &tx,
+                "session_summaries",
+                "session_summaries_fts",
+                "session_pk = ?1",
+                &[pk],
+            )?;
+            tx.execute(
+                "INSERT INTO session_summaries (session_pk, summary, key_points, files_involved,
+                   technologies, talks_covered, raw_tokens, provider, model, prompt_version,
+                   tokens_input, tokens_output, confidence, fallback_reason, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                params![
+                    pk,
+                    s.summary,
+                    list(&s.key_points),
+                    list(&s.files_involved),
+                    list(&s.technologies),
+                    s.talks_covered,
+                    *raw_tokens as i64,
+                    p[0],
+                    p[1],
+                    p[2],
+                    p[3],
+                    p[4],
+                    p[5],
+                    p[6],
+                    created.unwrap_or(now),
+                    now
+                ],
+            )?;
+            let body = format!(
+                "{}\n{}\n{}\n{}",
+                s.summary,
+                s.key_points.join("\n"),
+                s.technologies.join(" "),
+                s.files_involved.join(" ")
+            );
+            index(&tx, "session_summaries_fts", tx.last_insert_rowid(), &body)?;
+            account(&tx, w)?;
+        }
+        Output::Nothing => {}
+    }
+    tx.execute(
+        "UPDATE compact_jobs SET state = 'done', attempts = attempts + 1, last_error = NULL,
+           regenerate = 0, updated_at = ?2 WHERE id = ?1",
+        params![job.id, now],
+    )?;
+    tx.commit()
+}
+
+/// Puts a job back after a failure: an outage waits without using an attempt; anything else
+/// uses one, and the last one fails the job for good.
+pub fn defer(
+    conn: &Connection,
+    job: &Job,
+    err: &NotNow,
+    max_attempts: u32,
+) -> rusqlite::Result<()> {
+    let now = now_ms();
+    if err.outage {
+        let wait = err
+            .retry_after
+            .unwrap_or(Duration::from_secs(30))
+            .clamp(Duration::from_secs(1), Duration::from_secs(600));
+        conn.execute(
+            "UPDATE compact_jobs SET state = 'pending', not_before = ?2, last_error = ?3, updated_at = ?4
+             WHERE id = ?1",
+            params![job.id, now + wait.as_millis() as i64, format!("waiting: {}", err.reason), now],
+        )?;
+        return Ok(());
+    }
+    let attempts = job.attempts + 1;
+    if attempts >= i64::from(max_attempts) {
+        conn.execute(
+            "UPDATE compact_jobs SET state = 'failed', attempts = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1",
+            params![job.id, attempts, err.reason, now],
+        )?;
+    } else {
+        let wait = crate::llm::http::backoff(attempts as u32 + 2).min(Duration::from_secs(600));
+        conn.execute(
+            "UPDATE compact_jobs SET state = 'pending', attempts = ?2, not_before = ?3, last_error = ?4,
+               updated_at = ?5 WHERE id = ?1",
+            params![job.id, attempts, now + wait.as_millis() as i64, err.reason, now],
+        )?;
+    }
+    Ok(())
+}
+
+/// Releases claimed jobs that were not run (shutting down, a failed step).
+pub fn release(conn: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(
+        "UPDATE compact_jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'",
+    )?;
+    for id in ids {
+        st.execute([id])?;
+    }
+    Ok(())
+}
+
+/// Jobs a worker has claimed and not finished. Whatever ends the step early (shutdown dropping
+/// its future, a read or write error, a panic) puts them back to pending at once: they must
+/// not wait, marked running, for the next start.
+pub(super) struct Claimed {
+    writer: crate::store::Writer,
+    ids: Vec<i64>,
+}
+
+impl Claimed {
+    pub(super) fn new(writer: crate::store::Writer, ids: Vec<i64>) -> Claimed {
+        Claimed { writer, ids }
+    }
+
+    /// This job ended (committed or deferred).
+    pub(super) fn done(&mut self, id: i64) {
+        self.ids.retain(|&i| i != id);
+    }
+
+    /// Every job left was released by the worker itself.
+    pub(super) fn released(&mut self) {
+        self.ids.clear();
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if self.ids.is_empty() {
+            return;
+        }
+        let (writer, ids) = (self.writer.clone(), std::mem::take(&mut self.ids));
+        // Drop may run on a runtime thread: the writer is waited for on a thread of its own.
+        let _ = std::thread::Builder::new()
+            .name("memex-release".into())
+            .spawn(move || match writer.call(move |c| release(c, &ids)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot release compact jobs"),
+                Err(e) => tracing::warn!(error = %e, "cannot release compact jobs"),
+            });
+    }
+}

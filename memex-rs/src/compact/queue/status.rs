@@ -1,0 +1,242 @@
+//! What the queue and the layers look like: `memex compact status`, `/api/compact/status`,
+//! the summary view of a session, the day's spend.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::now_ms;
+use crate::layer::Layer;
+
+/// Queue and layer figures for `memex compact status`, `/api/compact/status` and stats.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// level → state → count.
+    pub jobs: BTreeMap<String, BTreeMap<String, i64>>,
+    pub waiting: i64,
+    pub last_error: Option<Value>,
+    pub rows: BTreeMap<String, i64>,
+    pub coverage: Value,
+    pub tokens_per_provider_day: Vec<Value>,
+    pub tokens_saved: Value,
+    pub counters: BTreeMap<String, i64>,
+}
+
+pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
+    let mut jobs: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for level in Layer::COMPACT.into_iter().filter_map(Layer::job) {
+        let e = jobs.entry(level.into()).or_default();
+        for s in ["pending", "running", "done", "failed"] {
+            e.insert(s.into(), 0);
+        }
+    }
+    {
+        let mut st =
+            conn.prepare("SELECT level, state, COUNT(*) FROM compact_jobs GROUP BY 1, 2")?;
+        for r in st.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })? {
+            let (l, s, n) = r?;
+            jobs.entry(l).or_default().insert(s, n);
+        }
+    }
+    let waiting = conn.query_row(
+        "SELECT COUNT(*) FROM compact_jobs WHERE state = 'pending' AND not_before > ?1",
+        [now_ms()],
+        |r| r.get(0),
+    )?;
+    let last_error = conn
+        .query_row(
+            "SELECT j.level, s.session_id, j.prompt_number, j.state, j.last_error, j.updated_at
+             FROM compact_jobs j JOIN sessions s ON s.id = j.session_pk
+             WHERE j.last_error IS NOT NULL ORDER BY j.updated_at DESC LIMIT 1",
+            [],
+            |r| {
+                Ok(json!({
+                    "level": r.get::<_, String>(0)?, "session_id": r.get::<_, String>(1)?,
+                    "prompt_number": r.get::<_, i64>(2)?, "state": r.get::<_, String>(3)?,
+                    "error": r.get::<_, String>(4)?,
+                    "at": crate::store::read::iso(r.get(5)?),
+                }))
+            },
+        )
+        .optional()?;
+    let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
+    let mut rows = BTreeMap::new();
+    rows.insert(
+        "observations".into(),
+        one("SELECT COUNT(*) FROM observations")?,
+    );
+    rows.insert(
+        "talk_summaries".into(),
+        one("SELECT COUNT(*) FROM talk_summaries")?,
+    );
+    rows.insert(
+        "session_summaries".into(),
+        one("SELECT COUNT(*) FROM session_summaries")?,
+    );
+    let prompts = one("SELECT COALESCE(SUM(prompt_count), 0) FROM sessions")?;
+    let with_prompts = one("SELECT COUNT(*) FROM sessions WHERE prompt_count > 0")?;
+    let l1_done = one("SELECT COUNT(*) FROM compact_jobs WHERE level = 'l1' AND state = 'done'")?;
+    let pct = |a: i64, b: i64| {
+        if b == 0 {
+            0.0
+        } else {
+            (a as f64 * 1000.0 / b as f64).round() / 10.0
+        }
+    };
+    let coverage = json!({
+        "talks_with_observations_processed": l1_done, "talk_summaries": rows["talk_summaries"],
+        "prompts": prompts, "sessions_with_summary": rows["session_summaries"],
+        "sessions_with_prompts": with_prompts,
+        "l1_percent": pct(l1_done, prompts), "l2_percent": pct(rows["talk_summaries"], prompts),
+        "l3_percent": pct(rows["session_summaries"], with_prompts),
+    });
+    let mut tokens = Vec::new();
+    {
+        let mut st = conn.prepare(
+            "SELECT day, provider, calls, tokens_input, tokens_output FROM llm_usage ORDER BY day DESC, provider LIMIT 60",
+        )?;
+        for r in st.query_map([], |r| {
+            Ok(
+                json!({"day": r.get::<_, String>(0)?, "provider": r.get::<_, String>(1)?,
+                "calls": r.get::<_, i64>(2)?, "tokens_input": r.get::<_, i64>(3)?,
+                "tokens_output": r.get::<_, i64>(4)?}),
+            )
+        })? {
+            tokens.push(r?);
+        }
+    }
+    let raw = one("SELECT COALESCE(SUM(raw_tokens), 0) FROM talk_summaries")?;
+    let summary_tokens = one("SELECT COALESCE(SUM(summary_tokens), 0) FROM talk_summaries")?;
+    let tokens_saved = json!({
+        "raw_tokens_covered": raw, "summary_tokens": summary_tokens,
+        "saved": (raw - summary_tokens).max(0),
+        "ratio": if summary_tokens == 0 { 0.0 } else { (raw as f64 / summary_tokens as f64 * 10.0).round() / 10.0 },
+    });
+    let mut counters = BTreeMap::new();
+    {
+        let mut st = conn.prepare("SELECT name, value FROM compact_counters")?;
+        for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (k, v) = r?;
+            counters.insert(k, v);
+        }
+    }
+    Ok(Status {
+        jobs,
+        waiting,
+        last_error,
+        rows,
+        coverage,
+        tokens_per_provider_day: tokens,
+        tokens_saved,
+        counters,
+    })
+}
+
+/// The summary view of a session: its L3, its L2s and its L1s.
+pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::Result<Value> {
+    let parse = |s: String| serde_json::from_str::<Value>(&s).unwrap_or(json!([]));
+    let prov = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<Value> {
+        Ok(json!({
+            "provider": r.get::<_, String>(i)?, "model": r.get::<_, Option<String>>(i + 1)?,
+            "prompt_version": r.get::<_, String>(i + 2)?, "tokens_input": r.get::<_, i64>(i + 3)?,
+            "tokens_output": r.get::<_, i64>(i + 4)?, "confidence": r.get::<_, f64>(i + 5)?,
+            "fallback_reason": r.get::<_, Option<String>>(i + 6)?,
+        }))
+    };
+    let merge = |mut a: Value, b: Value| {
+        if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+            a.extend(b);
+        }
+        a
+    };
+    let session_summary = conn
+        .query_row(
+            "SELECT summary, key_points, files_involved, technologies, talks_covered, updated_at,
+                    provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
+             FROM session_summaries WHERE session_pk = ?1",
+            [pk],
+            |r| {
+                Ok(merge(
+                    json!({
+                        "summary": r.get::<_, String>(0)?, "key_points": parse(r.get(1)?),
+                        "files_involved": parse(r.get(2)?), "technologies": parse(r.get(3)?),
+                        "talks_covered": r.get::<_, i64>(4)?,
+                        "updated_at": crate::store::read::iso(r.get(5)?),
+                    }),
+                    prov(r, 6)?,
+                ))
+            },
+        )
+        .optional()?;
+    let mut st = conn.prepare(
+        "SELECT prompt_number, user_request, summary, completed, files_involved, raw_tokens,
+                provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
+         FROM talk_summaries WHERE session_pk = ?1 ORDER BY prompt_number",
+    )?;
+    let talks: Vec<Value> = st
+        .query_map([pk], |r| {
+            Ok(merge(
+                json!({
+                    "prompt_number": r.get::<_, i64>(0)?, "user_request": r.get::<_, String>(1)?,
+                    "summary": r.get::<_, String>(2)?, "completed": r.get::<_, String>(3)?,
+                    "files_involved": parse(r.get(4)?), "raw_tokens": r.get::<_, i64>(5)?,
+                }),
+                prov(r, 6)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut st = conn.prepare(
+        "SELECT prompt_number, first_message_id, last_message_id, tool_name, call_count, type, title,
+                subtitle, facts, narrative, files_read, files_modified,
+                provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
+         FROM observations WHERE session_pk = ?1 ORDER BY prompt_number, id",
+    )?;
+    let observations: Vec<Value> = st
+        .query_map([pk], |r| {
+            Ok(merge(
+                json!({
+                    "prompt_number": r.get::<_, i64>(0)?, "first_message_id": r.get::<_, String>(1)?,
+                    "last_message_id": r.get::<_, String>(2)?, "tool_name": r.get::<_, String>(3)?,
+                    "call_count": r.get::<_, i64>(4)?, "type": r.get::<_, String>(5)?,
+                    "title": r.get::<_, String>(6)?, "subtitle": r.get::<_, String>(7)?,
+                    "facts": parse(r.get(8)?), "narrative": r.get::<_, String>(9)?,
+                    "files_read": parse(r.get(10)?), "files_modified": parse(r.get(11)?),
+                }),
+                prov(r, 12)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(json!({
+        "session_id": session_id,
+        "session_summary": session_summary,
+        "talks": talks,
+        "observations": observations,
+    }))
+}
+
+/// Tokens (in + out) each provider spent today (UTC), for the budget.
+pub fn spend_today(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let mut st = conn
+        .prepare("SELECT provider, tokens_input + tokens_output FROM llm_usage WHERE day = ?1")?;
+    st.query_map([day], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+        .collect()
+}
+
+/// Jobs ready to run now.
+pub fn ready_count(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM compact_jobs WHERE state = 'pending' AND not_before <= ?1",
+        [now_ms()],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n as u64)
+}
