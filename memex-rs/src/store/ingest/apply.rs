@@ -1,0 +1,600 @@
+//! The writer's part: one batch and its file cursor in one transaction (sessions, messages,
+//! raw blocks, search rows, edits), keeping what the user forgot forgotten.
+
+use std::collections::{HashMap, HashSet};
+
+use ai_cli_session_collector::{Edit, MessageKind, ParsedMessage};
+use rusqlite::{Connection, Transaction, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::prepare::{Prepared, RawRef};
+use super::{Batch, PreparedSession};
+
+/// What a batch changed.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Applied {
+    pub inserted: u64,
+    pub updated: u64,
+    pub prompts: u64,
+    /// The sessions the batch touched, with their last activity (epoch ms) afterwards.
+    #[serde(skip)]
+    pub sessions: Vec<(i64, Option<i64>)>,
+}
+
+/// Writes one batch and its file cursor in one transaction.
+pub fn apply(conn: &mut Connection, b: &Batch) -> rusqlite::Result<Applied> {
+    let tx = conn.transaction()?;
+    let applied = apply_in(&tx, b)?;
+    tx.commit()?;
+    Ok(applied)
+}
+
+fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let path = b.path.to_string_lossy();
+    let cursor_json = serde_json::to_string(&b.cursor).unwrap_or_default();
+    let bad = b.issues.iter().filter(|i| !i.kept).count() as i64;
+    tx.execute(
+        "INSERT INTO source_files (path, agent, root, cursor, size, mtime, fingerprint, bad_lines, gone, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
+         ON CONFLICT (path) DO UPDATE SET cursor = excluded.cursor, size = excluded.size,
+           mtime = excluded.mtime, fingerprint = excluded.fingerprint,
+           bad_lines = source_files.bad_lines + excluded.bad_lines, gone = 0,
+           updated_at = excluded.updated_at",
+        params![
+            path,
+            b.agent,
+            b.root.to_string_lossy(),
+            cursor_json,
+            b.seen.map_or(-1, |(size, _)| size as i64),
+            b.seen.map_or(-1, |(_, mtime)| mtime),
+            b.cursor.head,
+            bad,
+            now
+        ],
+    )?;
+    let file_id: i64 = tx.query_row(
+        "SELECT id FROM source_files WHERE path = ?1",
+        [&path],
+        |r| r.get(0),
+    )?;
+    {
+        let mut ins = tx.prepare_cached(
+            "INSERT OR IGNORE INTO parse_issues (source_file_id, line, byte_offset, reason, kept)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for i in &b.issues {
+            ins.execute(params![
+                file_id,
+                i.line as i64,
+                i.byte_offset as i64,
+                i.reason,
+                i.kept
+            ])?;
+        }
+    }
+
+    // What the user forgot stays forgotten: its sessions and its messages' places are skipped.
+    let forgotten = Forgotten::load(tx, b)?;
+    // Sessions first, so messages can refer to them.
+    let mut session_pk: HashMap<String, i64> = HashMap::new();
+    for s in &b.sessions {
+        if forgotten.session(&s.info.session_id) {
+            continue;
+        }
+        let pk = upsert_session(tx, b.agent, s, &path)?;
+        session_pk.insert(s.info.session_id.clone(), pk);
+    }
+    let mut applied = Applied::default();
+    let mut redactions = 0i64;
+    let mut touched: HashSet<i64> = session_pk.values().copied().collect();
+    let mut block_ids = Vec::with_capacity(b.raw_blocks.len());
+    {
+        let mut st = tx.prepare_cached("INSERT INTO raw_blocks (data) VALUES (?1)")?;
+        for block in &b.raw_blocks {
+            st.execute([block])?;
+            block_ids.push(tx.last_insert_rowid());
+        }
+    }
+    // Which stored message now points at which record of this batch's blocks (the last copy
+    // wins), and the earlier blocks that lost a message to a newer copy.
+    let mut uses: HashMap<i64, RawRef> = HashMap::new();
+    let mut released: HashMap<i64, u64> = HashMap::new();
+    let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
+    let mut fts_ins =
+        tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
+    for p in &b.messages {
+        let m = &p.m;
+        if forgotten.message(m) {
+            continue;
+        }
+        let pk = match session_pk.get(&m.session_id) {
+            Some(&pk) => pk,
+            None => {
+                let pk = ensure_session(tx, b.agent, &m.session_id, &path)?;
+                session_pk.insert(m.session_id.clone(), pk);
+                touched.insert(pk);
+                pk
+            }
+        };
+        let keep_raw = !forgotten.record(m);
+        let row = MessageParams::new(pk, file_id, p, &block_ids, keep_raw);
+        let n = ins.execute(&row.values()[..])?;
+        if n == 1 {
+            let rowid = tx.last_insert_rowid();
+            if let Some(idx) = &p.index {
+                fts_ins.execute(params![rowid, idx])?;
+            }
+            if let Some(r) = p.raw_ref.filter(|_| keep_raw) {
+                uses.insert(rowid, r);
+            }
+            applied.inserted += 1;
+            redactions += i64::from(p.redactions);
+            if m.kind == MessageKind::UserPrompt {
+                applied.prompts += 1;
+            }
+        } else if let Some((id, old_block)) = update_existing(tx, &row)? {
+            applied.updated += 1;
+            if let Some(r) = p.raw_ref.filter(|_| keep_raw) {
+                uses.insert(id, r);
+                if let Some(old) = old_block.filter(|o| !block_ids.contains(o)) {
+                    *released.entry(old).or_default() += 1;
+                }
+            }
+        }
+    }
+    drop(ins);
+    drop(fts_ins);
+    keep_used_records(tx, b, &block_ids, &uses)?;
+    crate::store::release_raw(tx, released)?;
+    if redactions > 0 {
+        tx.execute(
+            "UPDATE source_files SET redactions = redactions + ?1 WHERE id = ?2",
+            [redactions, file_id],
+        )?;
+    }
+
+    for e in &b.edits {
+        match e {
+            Edit::Deactivate {
+                session_id,
+                message_ids,
+            } if !forgotten.session(session_id) => {
+                let pk = session_pk_of(tx, b.agent, session_id)?;
+                let mut st = tx.prepare_cached(
+                    "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND message_id = ?2",
+                )?;
+                for id in message_ids {
+                    st.execute(params![pk, id])?;
+                }
+            }
+            Edit::DeactivateTalks {
+                session_id,
+                from_prompt,
+                to_prompt,
+            } if !forgotten.session(session_id) => {
+                let pk = session_pk_of(tx, b.agent, session_id)?;
+                tx.execute(
+                    "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3",
+                    params![pk, from_prompt, to_prompt],
+                )?;
+            }
+            // Edits of a forgotten session: nothing of it is stored.
+            Edit::Deactivate { .. } | Edit::DeactivateTalks { .. } => {}
+        }
+    }
+    let mut activity = tx.prepare_cached("SELECT updated_at FROM sessions WHERE id = ?1")?;
+    let mut link = tx.prepare_cached(
+        "INSERT OR IGNORE INTO session_files (session_pk, source_file_id) VALUES (?1, ?2)",
+    )?;
+    for pk in touched {
+        refresh_session(tx, pk)?;
+        link.execute([pk, file_id])?;
+        let updated_at: Option<i64> = activity.query_row([pk], |r| r.get(0))?;
+        applied.sessions.push((pk, updated_at));
+    }
+    Ok(applied)
+}
+
+/// A message seen again (Gemini re-writes a message as it changes; a rewritten file is read
+/// again): the latest copy wins, the original position and prompt number stay. Returns the
+/// message's id and the raw block it pointed at before, when anything changed.
+fn update_existing(
+    tx: &Transaction<'_>,
+    row: &MessageParams<'_>,
+) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
+    let p = row.p;
+    let (id, old_text, old_z, old_block): (i64, Option<String>, Option<Vec<u8>>, Option<i64>) =
+        tx.query_row(
+            "SELECT id, text, text_z, raw_block FROM messages WHERE session_pk = ?1 AND message_id = ?2",
+            params![row.pk, p.m.message_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+    let changed = tx
+        .prepare_cached(UPDATE_MESSAGE)?
+        .execute(&row.values()[..])?;
+    if changed > 0 && (old_text != p.text || old_z != p.text_z) {
+        tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+        if let Some(idx) = &p.index {
+            tx.execute(
+                "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
+                params![id, idx],
+            )?;
+        }
+    }
+    Ok((changed > 0).then_some((id, old_block)))
+}
+
+/// Keeps, of this batch's raw blocks, only the records some stored message points at: a block
+/// none uses is deleted, a block only partly used is packed again with just those records
+/// (a rewritten document read again would otherwise store a full copy each time), and every
+/// kept block is counted in `raw_refs`.
+fn keep_used_records(
+    tx: &Transaction<'_>,
+    b: &Batch,
+    block_ids: &[i64],
+    uses: &HashMap<i64, RawRef>,
+) -> rusqlite::Result<()> {
+    if block_ids.is_empty() {
+        return Ok(());
+    }
+    let mut records = vec![0usize; block_ids.len()];
+    for p in &b.messages {
+        if let Some(r) = p.raw_ref {
+            records[r.block] += 1;
+        }
+    }
+    let mut per_block: Vec<Vec<(i64, RawRef)>> = vec![Vec::new(); block_ids.len()];
+    for (&msg, &r) in uses {
+        per_block[r.block].push((msg, r));
+    }
+    for (i, used) in per_block.iter_mut().enumerate() {
+        let id = block_ids[i];
+        if used.is_empty() {
+            tx.prepare_cached("DELETE FROM raw_blocks WHERE id = ?1")?
+                .execute([id])?;
+            continue;
+        }
+        let mut bytes = b.raw_blocks[i].len();
+        if used.len() < records[i] {
+            used.sort_by_key(|(_, r)| r.offset);
+            let all = crate::store::unzstd_bytes(&b.raw_blocks[i]);
+            let mut buf = Vec::new();
+            let mut moved =
+                tx.prepare_cached("UPDATE messages SET raw_offset = ?2 WHERE id = ?1")?;
+            for (msg, r) in used.iter() {
+                let Some(rec) = all.get(r.offset..r.offset + r.len) else {
+                    continue;
+                };
+                moved.execute([*msg, buf.len() as i64])?;
+                buf.extend_from_slice(rec);
+            }
+            let packed = crate::store::zstd_bytes(&buf);
+            bytes = packed.len();
+            tx.prepare_cached("UPDATE raw_blocks SET data = ?2 WHERE id = ?1")?
+                .execute(params![id, packed])?;
+        }
+        tx.prepare_cached("INSERT INTO raw_refs (block, refs, bytes) VALUES (?1, ?2, ?3)")?
+            .execute(params![id, used.len() as i64, bytes as i64])?;
+    }
+    Ok(())
+}
+
+/// What the user forgot, as it concerns one batch.
+struct Forgotten {
+    sessions: HashSet<String>,
+    /// (session id, message id).
+    messages: HashSet<(String, String)>,
+    /// Lines holding a forgotten message: their record's raw bytes are not kept either (the
+    /// record's first message carries them, and they include the forgotten part).
+    lines: HashSet<u64>,
+}
+
+impl Forgotten {
+    fn load(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Forgotten> {
+        let mut f = Forgotten {
+            sessions: HashSet::new(),
+            messages: HashSet::new(),
+            lines: HashSet::new(),
+        };
+        let (any_session, any_message): (bool, bool) = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM forgotten_sessions WHERE agent = ?1),
+                    EXISTS (SELECT 1 FROM forgotten_messages WHERE agent = ?1)",
+            [b.agent],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if !any_session && !any_message {
+            return Ok(f);
+        }
+        let ids: HashSet<&str> = b
+            .sessions
+            .iter()
+            .map(|s| s.info.session_id.as_str())
+            .chain(b.messages.iter().map(|p| p.m.session_id.as_str()))
+            .collect();
+        let mut whole = tx.prepare_cached(
+            "SELECT 1 FROM forgotten_sessions WHERE agent = ?1 AND session_id = ?2",
+        )?;
+        let mut some = tx.prepare_cached(
+            "SELECT message_id FROM forgotten_messages WHERE agent = ?1 AND session_id = ?2",
+        )?;
+        for id in ids {
+            if any_session && whole.exists(params![b.agent, id])? {
+                f.sessions.insert(id.to_owned());
+            }
+            if any_message {
+                for m in some.query_map(params![b.agent, id], |r| r.get::<_, String>(0))? {
+                    f.messages.insert((id.to_owned(), m?));
+                }
+            }
+        }
+        if !f.messages.is_empty() {
+            f.lines = b
+                .messages
+                .iter()
+                .filter(|p| {
+                    f.messages
+                        .contains(&(p.m.session_id.clone(), p.m.message_id.clone()))
+                })
+                .map(|p| p.m.line)
+                .collect();
+        }
+        Ok(f)
+    }
+
+    fn session(&self, id: &str) -> bool {
+        !self.sessions.is_empty() && self.sessions.contains(id)
+    }
+
+    fn message(&self, m: &ParsedMessage) -> bool {
+        self.session(&m.session_id)
+            || (!self.messages.is_empty()
+                && self
+                    .messages
+                    .contains(&(m.session_id.clone(), m.message_id.clone())))
+    }
+
+    /// Whether the record of `m` held a forgotten message.
+    fn record(&self, m: &ParsedMessage) -> bool {
+        !self.lines.is_empty() && self.lines.contains(&m.line)
+    }
+}
+
+/// Stores a message; parameters are numbered as in [`MessageParams::values`].
+const INSERT_MESSAGE: &str =
+    "INSERT OR IGNORE INTO messages (session_pk, message_id, source_file_id,
+    line, seq, parent_id, role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z,
+    tool_name, tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
+    cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain, inherited,
+    duplicate, active, redactions, raw_block, raw_offset, raw_len)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31, ?32, ?33)";
+
+/// Replaces the content of a stored message with a newer copy, when anything changed. Same
+/// parameter numbering as [`INSERT_MESSAGE`] (SQLite counts parameters by the highest index,
+/// so the ones it does not use are still bound).
+const UPDATE_MESSAGE: &str = "UPDATE messages SET role = ?7, kind = ?8, ts = COALESCE(?10, ts),
+    model = COALESCE(?13, model), text = ?14, text_z = ?15, tool_name = ?16, tool_input = ?18,
+    is_error = ?19, usage_key = COALESCE(?20, usage_key), input_tokens = COALESCE(?21, input_tokens),
+    output_tokens = COALESCE(?22, output_tokens), cache_read_tokens = COALESCE(?23, cache_read_tokens),
+    cache_creation_tokens = COALESCE(?24, cache_creation_tokens),
+    reasoning_tokens = COALESCE(?25, reasoning_tokens), active = 1,
+    raw_block = COALESCE(?31, raw_block), raw_offset = COALESCE(?32, raw_offset),
+    raw_len = COALESCE(?33, raw_len), redactions = MAX(redactions, ?30)
+  WHERE session_pk = ?1 AND message_id = ?2
+    AND (text IS NOT ?14 OR text_z IS NOT ?15 OR kind IS NOT ?8 OR active = 0
+         OR output_tokens IS NOT COALESCE(?22, output_tokens) OR tool_input IS NOT ?18
+         OR is_error IS NOT ?19)";
+
+/// One prepared message as SQL parameters, for [`INSERT_MESSAGE`] and [`UPDATE_MESSAGE`].
+struct MessageParams<'a> {
+    pk: i64,
+    file_id: i64,
+    p: &'a Prepared,
+    line: i64,
+    seq: i64,
+    role: &'static str,
+    kind: &'static str,
+    tool_name: Option<&'a str>,
+    call_id: Option<&'a str>,
+    is_error: bool,
+    usage: [Option<i64>; 5],
+    raw: [Option<i64>; 3],
+}
+
+impl<'a> MessageParams<'a> {
+    fn new(pk: i64, file_id: i64, p: &'a Prepared, block_ids: &[i64], keep_raw: bool) -> Self {
+        let m = &p.m;
+        let u = m.usage;
+        let n = |f: fn(&ai_cli_session_collector::Usage) -> u64| u.as_ref().map(|u| f(u) as i64);
+        MessageParams {
+            pk,
+            file_id,
+            p,
+            line: m.line as i64,
+            seq: m.seq as i64,
+            role: m.role.as_str(),
+            kind: m.kind.as_str(),
+            tool_name: m.tool_call.as_ref().map(|t| t.name.as_str()),
+            call_id: m
+                .tool_call
+                .as_ref()
+                .and_then(|t| t.call_id.as_deref())
+                .or_else(|| m.tool_result.as_ref().and_then(|r| r.call_id.as_deref())),
+            is_error: m.tool_result.as_ref().is_some_and(|r| r.is_error),
+            usage: [
+                n(|u| u.input_tokens),
+                n(|u| u.output_tokens),
+                n(|u| u.cache_read_tokens),
+                n(|u| u.cache_creation_tokens),
+                n(|u| u.reasoning_tokens),
+            ],
+            raw: match p.raw_ref.filter(|_| keep_raw) {
+                Some(r) => [
+                    Some(block_ids[r.block]),
+                    Some(r.offset as i64),
+                    Some(r.len as i64),
+                ],
+                None => [None; 3],
+            },
+        }
+    }
+
+    fn values(&self) -> [&dyn rusqlite::ToSql; 33] {
+        let (p, m) = (self.p, &self.p.m);
+        [
+            &self.pk,
+            &m.message_id,
+            &self.file_id,
+            &self.line,
+            &self.seq,
+            &m.parent_id,
+            &self.role,
+            &self.kind,
+            &m.prompt_number,
+            &m.timestamp,
+            &m.cwd,
+            &m.git_branch,
+            &m.model,
+            &p.text,
+            &p.text_z,
+            &self.tool_name,
+            &self.call_id,
+            &p.tool_input,
+            &self.is_error,
+            &m.usage_key,
+            &self.usage[0],
+            &self.usage[1],
+            &self.usage[2],
+            &self.usage[3],
+            &self.usage[4],
+            &m.agent_id,
+            &m.flags.sidechain,
+            &m.flags.inherited,
+            &m.flags.duplicate,
+            &p.redactions,
+            &self.raw[0],
+            &self.raw[1],
+            &self.raw[2],
+        ]
+    }
+}
+
+fn upsert_session(
+    tx: &Transaction<'_>,
+    agent: &str,
+    s: &PreparedSession,
+    path: &str,
+) -> rusqlite::Result<i64> {
+    let i = &s.info;
+    let (rank, title) = i
+        .title
+        .as_ref()
+        .map_or((0, None), |(r, t)| (*r as i64, Some(t.as_str())));
+    tx.query_row(
+        "INSERT INTO sessions (agent, session_id, project_path, git_root, project_hash, git_branch, model,
+           title, title_rank, parent_session_id, is_subagent, source_path, started_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (agent, session_id) DO UPDATE SET
+           project_path = COALESCE(sessions.project_path, excluded.project_path),
+           git_root = COALESCE(sessions.git_root, excluded.git_root),
+           project_hash = COALESCE(sessions.project_hash, excluded.project_hash),
+           git_branch = COALESCE(sessions.git_branch, excluded.git_branch),
+           model = COALESCE(excluded.model, sessions.model),
+           title = CASE WHEN excluded.title_rank > sessions.title_rank
+                          OR (excluded.title_rank = sessions.title_rank AND excluded.title_rank >= 3)
+                        THEN COALESCE(excluded.title, sessions.title) ELSE sessions.title END,
+           title_rank = MAX(sessions.title_rank, excluded.title_rank),
+           parent_session_id = COALESCE(sessions.parent_session_id, excluded.parent_session_id),
+           is_subagent = MAX(sessions.is_subagent, excluded.is_subagent),
+           source_path = COALESCE(sessions.source_path, excluded.source_path),
+           started_at = MIN(COALESCE(sessions.started_at, excluded.started_at), COALESCE(excluded.started_at, sessions.started_at)),
+           updated_at = MAX(COALESCE(sessions.updated_at, excluded.updated_at), COALESCE(excluded.updated_at, sessions.updated_at))
+         RETURNING id",
+        params![
+            agent,
+            i.session_id,
+            i.project_path,
+            s.git_root,
+            i.project_hash,
+            i.git_branch,
+            i.model,
+            title,
+            rank,
+            i.parent_session_id,
+            i.is_subagent,
+            path,
+            i.started_at,
+            i.updated_at
+        ],
+        |r| r.get(0),
+    )
+}
+
+fn ensure_session(
+    tx: &Transaction<'_>,
+    agent: &str,
+    sid: &str,
+    path: &str,
+) -> rusqlite::Result<i64> {
+    tx.query_row(
+        "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
+         ON CONFLICT (agent, session_id) DO UPDATE SET agent = excluded.agent RETURNING id",
+        params![agent, sid, path],
+        |r| r.get(0),
+    )
+}
+
+fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Result<i64> {
+    ensure_session(tx, agent, sid, "")
+}
+
+/// Recomputes a session's counters, and places sub-agent messages (read from their own files,
+/// without the parent's prompt counter) in the talk that was running when they were written.
+pub(in crate::store) fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE messages SET prompt_number = COALESCE((
+            SELECT MAX(p.prompt_number) FROM messages p
+            WHERE p.session_pk = messages.session_pk AND p.kind = 'user_prompt' AND p.ts <= messages.ts), 0)
+         WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL",
+        [pk],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET
+           message_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1),
+           prompt_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1 AND kind = 'user_prompt')
+         WHERE id = ?1",
+        [pk],
+    )?;
+    Ok(())
+}
+
+/// Gemini ≤ v0.28 named project folders by the sha256 of the project path: match them against
+/// every project path the archive knows (from any agent).
+pub fn resolve_project_hashes(conn: &Connection) -> rusqlite::Result<usize> {
+    let mut st = conn.prepare(
+        "SELECT DISTINCT project_hash FROM sessions WHERE project_path IS NULL AND project_hash IS NOT NULL",
+    )?;
+    let unresolved: HashSet<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    if unresolved.is_empty() {
+        return Ok(0);
+    }
+    let mut st =
+        conn.prepare("SELECT DISTINCT project_path FROM sessions WHERE project_path IS NOT NULL")?;
+    let paths: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    let mut n = 0;
+    for p in paths {
+        let hex: String = Sha256::digest(p.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if unresolved.contains(&hex) {
+            n += conn.execute(
+                "UPDATE sessions SET project_path = ?1 WHERE project_path IS NULL AND project_hash = ?2",
+                params![p, hex],
+            )?;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,657 @@
+//! Turning transcript files into archive rows.
+//!
+//! Parser threads read each file from its stored cursor through its adapter and *prepare* a
+//! batch (redaction, compression, FTS text) so that the writer thread does nothing but write.
+//! A batch and the file's new cursor commit in one transaction: a crash at any moment loses
+//! nothing and duplicates nothing, and `(session, message_id)` is unique so re-reading a file
+//! from the start never duplicates either.
+
+mod apply;
+mod discover;
+mod gone;
+mod prepare;
+
+pub(super) use apply::refresh_session;
+pub use apply::{Applied, apply, resolve_project_hashes};
+pub use discover::{Job, discover, git_root};
+pub use gone::{mark_gone, mark_gone_under, mark_path_gone};
+pub(super) use prepare::redacted_title_tally;
+pub use prepare::{Prepared, RawRef, pack_raw, prepare};
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use ai_cli_session_collector::{
+    AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, SessionInfo, TitleSource, text,
+};
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::{Writer, redact};
+use prepare::redacted_title;
+
+/// How ingestion behaves; from `[store]` and `[import]` settings.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    pub redact: bool,
+    pub fts_max_bytes: usize,
+    pub batch_bytes: usize,
+    pub threads: usize,
+}
+
+/// A session as the adapter described it, plus what the filesystem says about its project.
+pub struct PreparedSession {
+    pub info: SessionInfo,
+    pub git_root: Option<String>,
+}
+
+/// One chunk of one file, ready for the writer.
+pub struct Batch {
+    pub agent: &'static str,
+    pub root: PathBuf,
+    pub path: PathBuf,
+    /// The file's size and mtime, set only on the batch that reaches its end: an import that
+    /// stops between batches must not look finished to the next one.
+    pub seen: Option<(u64, i64)>,
+    pub cursor: Cursor,
+    pub messages: Vec<Prepared>,
+    /// zstd blocks holding the messages' raw records (see [`RawRef`]).
+    pub raw_blocks: Vec<Vec<u8>>,
+    pub sessions: Vec<PreparedSession>,
+    pub edits: Vec<Edit>,
+    pub issues: Vec<ParseIssue>,
+    pub bytes: u64,
+}
+
+/// One reported problem with an input file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileError {
+    pub file: String,
+    pub line: u64,
+    pub reason: String,
+}
+
+/// The outcome of an import.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ImportReport {
+    pub files: u64,
+    pub files_skipped_unchanged: u64,
+    pub sessions: u64,
+    pub messages: u64,
+    pub messages_updated: u64,
+    pub prompts: u64,
+    pub bad_lines: u64,
+    pub bytes: u64,
+    pub errors: Vec<FileError>,
+    /// The sessions that got new or changed messages, with their last activity (epoch ms).
+    #[serde(skip)]
+    pub touched: HashMap<i64, Option<i64>>,
+    /// Files whose batch could not be stored: each stopped at its last stored batch (its
+    /// cursor), to be read again from there.
+    #[serde(skip)]
+    pub failed: Vec<Job>,
+}
+
+fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The stored cursor, size and mtime of a file.
+fn stored_cursor(conn: &Connection, path: &Path) -> rusqlite::Result<Option<(Cursor, u64, i64)>> {
+    conn.query_row(
+        "SELECT cursor, size, mtime FROM source_files WHERE path = ?1",
+        [path.to_string_lossy()],
+        |r| {
+            let c: String = r.get(0)?;
+            Ok((
+                serde_json::from_str(&c).unwrap_or_default(),
+                r.get::<_, i64>(1)? as u64,
+                r.get(2)?,
+            ))
+        },
+    )
+    .optional()
+}
+
+/// Parses one file from its stored cursor to its end, sending prepared batches to `sink`, which
+/// answers whether to go on (`false` stops before the next batch is parsed: shutting down).
+/// Returns `false` when the file was unchanged since the last ingest.
+pub fn ingest_file(
+    registry: &AdapterRegistry,
+    reader: &Connection,
+    job: &Job,
+    opts: &IngestOptions,
+    git_roots: &mut HashMap<String, Option<String>>,
+    sink: &mut dyn FnMut(Batch) -> bool,
+) -> Result<bool, String> {
+    let adapter = registry
+        .get(job.agent)
+        .ok_or_else(|| format!("no adapter named {}", job.agent))?;
+    let meta = std::fs::metadata(&job.path).map_err(|e| e.to_string())?;
+    let (size, mtime) = (meta.len(), mtime_ms(&meta));
+    let stored = stored_cursor(reader, &job.path).map_err(|e| e.to_string())?;
+    if let Some((_, s, m)) = &stored
+        && *s == size
+        && *m == mtime
+    {
+        return Ok(false);
+    }
+    let mut cursor = stored.map(|s| s.0).unwrap_or_default();
+    loop {
+        let out = adapter
+            .parse(&job.root, &job.path, &cursor, opts.batch_bytes)
+            .map_err(|e| {
+                format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e)
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
+                )
+            })?;
+        // A rewritten file starts again from 0: its first chunk can end exactly where the old
+        // cursor was, with nothing but bad lines in it, and still be progress.
+        let progressed =
+            out.cursor.offset != cursor.offset || !out.messages.is_empty() || out.bytes > 0;
+        let at_end = out.at_end;
+        // A title is derived from text, so it is derived again from the redacted text: the
+        // adapter cut it to one line first, which can leave the start of a `<private>` block or
+        // of a key in it, where no rule can recognise it any more.
+        let mut titles: HashMap<String, String> = HashMap::new();
+        if opts.redact {
+            for info in &out.sessions {
+                if let Some((src, t)) = &info.title {
+                    let from_prompt = (*src == TitleSource::FirstPrompt)
+                        .then(|| {
+                            out.messages.iter().find(|m| {
+                                m.session_id == info.session_id && m.kind == MessageKind::UserPrompt
+                            })
+                        })
+                        .flatten();
+                    let title = match from_prompt {
+                        Some(m) => text::prompt_title(&redact::redact_text(&m.text).0),
+                        None => redacted_title(t),
+                    };
+                    titles.insert(info.session_id.clone(), title);
+                }
+            }
+        }
+        let mut messages: Vec<Prepared> =
+            out.messages.into_iter().map(|m| prepare(m, opts)).collect();
+        let raw_blocks = pack_raw(&mut messages);
+        let sessions = out
+            .sessions
+            .into_iter()
+            .map(|mut info| {
+                if let Some((_, t)) = info.title.as_mut()
+                    && let Some(safe) = titles.get(&info.session_id)
+                {
+                    *t = safe.clone();
+                }
+                let git_root = info.project_path.as_ref().and_then(|p| {
+                    git_roots
+                        .entry(p.clone())
+                        .or_insert_with(|| git_root(p))
+                        .clone()
+                });
+                PreparedSession { info, git_root }
+            })
+            .collect();
+        cursor = out.cursor.clone();
+        let go_on = sink(Batch {
+            agent: job.agent,
+            root: job.root.clone(),
+            path: job.path.clone(),
+            seen: at_end.then_some((size, mtime)),
+            cursor: out.cursor,
+            messages,
+            raw_blocks,
+            sessions,
+            edits: out.edits,
+            issues: out.issues,
+            bytes: out.bytes,
+        });
+        if at_end || !progressed || !go_on {
+            return Ok(true);
+        }
+    }
+}
+
+/// Progress of an import, for a progress bar.
+pub enum Progress {
+    Total { files: u64, bytes: u64 },
+    File { bytes: u64 },
+}
+
+/// Imports every job: `opts.threads` parser threads prepare batches, the writer writes them.
+/// When `stop` is set, the batches in flight are written and the rest is left for next time
+/// (every file's cursor stays exact, so nothing is lost or read twice).
+pub fn import(
+    writer: &Writer,
+    data_dir: &Path,
+    registry: Arc<AdapterRegistry>,
+    jobs: Vec<Job>,
+    opts: &IngestOptions,
+    stop: &AtomicBool,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<ImportReport, super::StoreError> {
+    let total_bytes: u64 = jobs
+        .iter()
+        .map(|j| std::fs::metadata(&j.path).map_or(0, |m| m.len()))
+        .sum();
+    progress(Progress::Total {
+        files: jobs.len() as u64,
+        bytes: total_bytes,
+    });
+    let queue = Arc::new(Mutex::new(jobs.into_iter().collect::<VecDeque<_>>()));
+    let report = Arc::new(Mutex::new(ImportReport::default()));
+    let mut sessions: HashSet<(&'static str, String)> = HashSet::new();
+    // Bounded: at most this many prepared batches wait for the writer, which caps memory.
+    let (btx, brx) = mpsc::sync_channel::<Batch>(opts.threads.max(1) * 2);
+    let db = super::db_path(data_dir);
+    // Files whose batch failed to store. Their later batches must not be stored: each carries
+    // a cursor past the lost one, and committing it would skip that batch for good. The file
+    // stays at its last committed cursor and is read again from there next time.
+    let failed: Mutex<HashMap<PathBuf, Job>> = Mutex::new(HashMap::new());
+    let failed = &failed;
+
+    std::thread::scope(|scope| -> Result<(), super::StoreError> {
+        for _ in 0..opts.threads.max(1) {
+            let queue = queue.clone();
+            let report = report.clone();
+            let registry = registry.clone();
+            let btx = btx.clone();
+            let db = db.clone();
+            scope.spawn(move || {
+                let Ok(reader) = super::connect(&db) else {
+                    return;
+                };
+                let mut git_roots = HashMap::new();
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Some(job) = queue.lock().unwrap().pop_front() else {
+                        break;
+                    };
+                    let mut send = |b: Batch| {
+                        btx.send(b).is_ok()
+                            && !stop.load(Ordering::Relaxed)
+                            && !failed.lock().unwrap().contains_key(&job.path)
+                    };
+                    let res =
+                        ingest_file(&registry, &reader, &job, opts, &mut git_roots, &mut send);
+                    let mut r = report.lock().unwrap();
+                    r.files += 1;
+                    match res {
+                        Ok(true) => {}
+                        Ok(false) => r.files_skipped_unchanged += 1,
+                        Err(e) => r.errors.push(FileError {
+                            file: job.path.display().to_string(),
+                            line: 0,
+                            reason: e,
+                        }),
+                    }
+                }
+            });
+        }
+        drop(btx);
+        // The caller's thread feeds the writer. On stop it leaves at once: the batches not
+        // written are dropped whole (each file's cursor is still at the last written one), and
+        // the parsers see the channel close.
+        for b in brx {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if failed.lock().unwrap().contains_key(&b.path) {
+                continue;
+            }
+            let job = Job {
+                agent: b.agent,
+                root: b.root.clone(),
+                path: b.path.clone(),
+            };
+            let bytes = b.bytes;
+            let file = b.path.display().to_string();
+            let issues: Vec<FileError> = b
+                .issues
+                .iter()
+                .map(|i| FileError {
+                    file: file.clone(),
+                    line: i.line,
+                    reason: if i.kept {
+                        format!("{} (kept)", i.reason)
+                    } else {
+                        i.reason.clone()
+                    },
+                })
+                .collect();
+            let bad = b.issues.iter().filter(|i| !i.kept).count() as u64;
+            // The sessions this batch touches (a handful, whatever the number of messages).
+            let sids: HashSet<&str> = b
+                .messages
+                .iter()
+                .map(|m| m.m.session_id.as_str())
+                .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
+                .collect();
+            let sids: Vec<(&'static str, String)> =
+                sids.into_iter().map(|s| (b.agent, s.to_owned())).collect();
+            let applied = writer.call(move |c| apply(c, &b))?;
+            let mut r = report.lock().unwrap();
+            match applied {
+                Ok(a) => {
+                    if a.inserted + a.updated > 0 {
+                        r.touched.extend(a.sessions.iter().copied());
+                    }
+                    r.messages += a.inserted;
+                    r.messages_updated += a.updated;
+                    r.prompts += a.prompts;
+                    r.bad_lines += bad;
+                    r.errors.extend(issues);
+                    sessions.extend(sids);
+                }
+                Err(e) => {
+                    r.errors.push(FileError {
+                        file,
+                        line: 0,
+                        reason: format!("cannot store: {e}"),
+                    });
+                    failed.lock().unwrap().insert(job.path.clone(), job);
+                }
+            }
+            r.bytes += bytes;
+            drop(r);
+            progress(Progress::File { bytes });
+        }
+        Ok(())
+    })?;
+    writer.call(|c| resolve_project_hashes(c))??;
+    let mut r = Arc::try_unwrap(report)
+        .map(|m| m.into_inner().unwrap())
+        .unwrap_or_else(|a| a.lock().unwrap().clone());
+    r.sessions = sessions.len() as u64;
+    r.failed = failed.lock().unwrap().drain().map(|(_, j)| j).collect();
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claude_file(dir: &Path, lines: usize) -> PathBuf {
+        let proj = dir.join("projects/-p");
+        std::fs::create_dir_all(&proj).unwrap();
+        let sid = "55555555-2222-4333-8444-555555555555";
+        let body: String = (0..lines)
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    serde_json::json!({"type": "user", "uuid": format!("u{i}"), "sessionId": sid, "cwd": "/p",
+                        "timestamp": "2026-06-05T10:00:00.000Z",
+                        "message": {"role": "user", "content": format!("prompt number {i} {}", "padding ".repeat(40))}})
+                )
+            })
+            .collect();
+        let path = proj.join(format!("{sid}.jsonl"));
+        std::fs::write(&path, body).unwrap();
+        path
+    }
+
+    fn test_opts(batch_bytes: usize) -> IngestOptions {
+        IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes,
+            threads: 1,
+        }
+    }
+
+    /// One `import` of `job` into `data`, with its own writer.
+    fn import_once(data: &Path, job: &Job, opts: &IngestOptions) -> ImportReport {
+        let (writer, handle) = Writer::start(data).unwrap();
+        let stop = AtomicBool::new(false);
+        let registry = Arc::new(AdapterRegistry::new());
+        let r = import(
+            &writer,
+            data,
+            registry,
+            vec![job.clone()],
+            opts,
+            &stop,
+            &|_| {},
+        )
+        .unwrap();
+        drop(writer);
+        handle.join().unwrap();
+        r
+    }
+
+    /// A crash after the first batch of a large file: the next import reads the rest.
+    #[test]
+    fn a_file_interrupted_between_batches_is_finished_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 1000);
+        let data = dir.path().join("data");
+        let opts = IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes: 64 << 10,
+            threads: 1,
+        };
+        let registry = Arc::new(AdapterRegistry::new());
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        // First run: only the first batch reaches the archive, then the process "dies".
+        let mut conn = super::super::open(&data).unwrap();
+        let mut batches = Vec::new();
+        ingest_file(
+            &registry,
+            &conn,
+            &job,
+            &opts,
+            &mut HashMap::new(),
+            &mut |b| {
+                batches.push(b);
+                true
+            },
+        )
+        .unwrap();
+        assert!(batches.len() > 1, "the file must span several batches");
+        apply(&mut conn, &batches[0]).unwrap();
+        let stored: i64 = conn
+            .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+            .unwrap();
+        assert!(stored > 0 && stored < 1000);
+        drop(conn);
+        // Second run: everything, exactly once.
+        let (writer, handle) = Writer::start(&data).unwrap();
+        let stop = AtomicBool::new(false);
+        let report = import(&writer, &data, registry, vec![job], &opts, &stop, &|_| {}).unwrap();
+        assert_eq!(report.messages as i64, 1000 - stored);
+        drop(writer);
+        handle.join().unwrap();
+        let conn = super::super::open(&data).unwrap();
+        let total: i64 = conn
+            .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(total, 1000);
+    }
+
+    fn rows(data: &Path) -> Vec<(String, i64, String, i64)> {
+        let conn = super::super::open(data).unwrap();
+        let mut st = conn
+            .prepare(
+                "SELECT message_id, line, COALESCE(text, memex_unzstd(text_z)), prompt_number
+                 FROM messages ORDER BY line, seq",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// One batch of a multi-batch file fails to store: the file stops at the last stored batch
+    /// (later batches are not committed past the hole), and the next import fills it in.
+    #[test]
+    fn a_failed_batch_stops_its_file_at_the_last_stored_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 1000);
+        let opts = test_opts(64 << 10);
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        let import_once = |data: &Path| import_once(data, &job, &opts);
+        let clean = dir.path().join("clean");
+        assert_eq!(import_once(&clean).messages, 1000);
+
+        // The storage fails on the batch holding message u500 (an injected SQLite error).
+        let data = dir.path().join("data");
+        super::super::open(&data)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER fail_once BEFORE INSERT ON messages WHEN NEW.message_id = 'u500'
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+            )
+            .unwrap();
+        let first = import_once(&data);
+        assert!(
+            first
+                .errors
+                .iter()
+                .any(|e| e.reason.contains("injected failure")),
+            "{:?}",
+            first.errors
+        );
+        assert_eq!(first.failed.len(), 1);
+        let stored = rows(&data);
+        assert!(!stored.is_empty() && stored.len() < 500, "{}", stored.len());
+        let last_line = stored.last().unwrap().1;
+        assert_eq!(
+            stored.len() as i64,
+            last_line,
+            "nothing after the failed batch was stored"
+        );
+        super::super::open(&data)
+            .unwrap()
+            .execute_batch("DROP TRIGGER fail_once")
+            .unwrap();
+        let second = import_once(&data);
+        assert!(second.errors.is_empty(), "{:?}", second.errors);
+        assert_eq!(rows(&data), rows(&clean));
+    }
+
+    /// A legacy Gemini document is rewritten whole at every message. Each read stores only the
+    /// records of new or changed messages: no block nobody uses, no record twice.
+    #[test]
+    fn rewritten_documents_store_each_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("tmp");
+        let chats = root.join("0123abcd/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let path = chats.join("session-2025-11-02T14-05-7d3c2a10.json");
+        let data = dir.path().join("data");
+        let opts = test_opts(8 << 20);
+        let job = Job {
+            agent: "gemini",
+            root: root.clone(),
+            path: path.clone(),
+        };
+        let mut messages = Vec::new();
+        for i in 0..40 {
+            messages.push(serde_json::json!({
+                "id": format!("m{i}"), "timestamp": format!("2025-11-02T14:{:02}:00.000Z", i % 60),
+                "type": if i % 2 == 0 { "user" } else { "gemini" },
+                "content": format!("message {i} {}", "lorem ipsum dolor ".repeat(30)),
+            }));
+            let doc = serde_json::json!({
+                "sessionId": "7d3c2a10-6e5f-4b4a-9d8c-7b6a5f4e3d2c",
+                "projectHash": "0123abcd", "startTime": "2025-11-02T14:00:00.000Z",
+                "lastUpdated": format!("2025-11-02T14:{:02}:00.000Z", i % 60),
+                "messages": messages,
+            });
+            std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+            let r = import_once(&data, &job, &opts);
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+        }
+        let conn = super::super::open(&data).unwrap();
+        let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            one("SELECT COUNT(*) FROM messages WHERE message_id GLOB 'm[0-9]*'"),
+            40
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_blocks WHERE id NOT IN
+                   (SELECT raw_block FROM messages WHERE raw_block IS NOT NULL)"),
+            0,
+            "blocks no message uses"
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_refs r WHERE refs !=
+                   (SELECT COUNT(*) FROM messages m WHERE m.raw_block = r.block)"),
+            0,
+            "raw_refs counts every block's messages"
+        );
+        assert_eq!(
+            one("SELECT COUNT(*) FROM raw_blocks"),
+            one("SELECT COUNT(*) FROM raw_refs")
+        );
+        let stored: i64 = {
+            let mut st = conn.prepare("SELECT data FROM raw_blocks").unwrap();
+            st.query_map([], |r| r.get::<_, Vec<u8>>(0))
+                .unwrap()
+                .map(|b| super::super::unzstd_bytes(&b.unwrap()).len() as i64)
+                .sum()
+        };
+        let referenced = one("SELECT SUM(raw_len) FROM messages WHERE raw_block IS NOT NULL");
+        assert_eq!(stored, referenced, "each record stored once");
+        let pk = one("SELECT id FROM sessions");
+        let records = super::super::read::raw_records(&conn, pk).unwrap();
+        assert_eq!(
+            records.len() as i64,
+            one("SELECT COUNT(*) FROM messages WHERE raw_block IS NOT NULL")
+        );
+        for (i, r) in records.iter().enumerate() {
+            let text = String::from_utf8_lossy(r);
+            assert!(text.contains("lorem ipsum"), "record {i}: {text}");
+        }
+    }
+
+    /// A file rewritten so that its first chunk (bad lines only) ends exactly at the old cursor:
+    /// the rest of it is read in the same ingest, not at some later scan.
+    #[test]
+    fn a_rewrite_whose_first_chunk_ends_at_the_old_cursor_is_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 10);
+        let data = dir.path().join("data");
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: path.clone(),
+        };
+        assert_eq!(import_once(&data, &job, &test_opts(8 << 20)).messages, 10);
+        let old = std::fs::metadata(&path).unwrap().len() as usize;
+        let sid = "55555555-2222-4333-8444-555555555555";
+        let mut body = format!("{}\n", "x".repeat(old - 1));
+        for i in 0..5 {
+            body.push_str(&format!(
+                "{}\n",
+                serde_json::json!({"type": "user", "uuid": format!("v{i}"), "sessionId": sid,
+                    "cwd": "/p", "timestamp": "2026-06-05T11:00:00.000Z",
+                    "message": {"role": "user", "content": format!("rewritten {i}")}})
+            ));
+        }
+        std::fs::write(&path, body).unwrap();
+        let r = import_once(&data, &job, &test_opts(old + 1));
+        assert_eq!(r.messages, 5, "{r:?}");
+    }
+}
