@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use memex::store::redact::{RULES, redact_text};
+use memex::redact::{RULES, redact_text};
 use serde_json::{Value, json};
 
 /// The part of `example` that redaction removes (what must not be found anywhere).

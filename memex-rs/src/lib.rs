@@ -9,17 +9,22 @@
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod compact;
 pub mod config;
 pub mod embed;
 pub mod inject;
 pub mod layer;
+#[cfg(test)]
+mod layering;
 pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod redact;
 pub mod search;
 pub mod service;
+pub mod state;
 pub mod store;
 pub mod vector;
 pub mod watch;

@@ -5,7 +5,6 @@
 //! ([`ApiError`]). Handlers read through the pooled read connections on the blocking pool, so a
 //! slow query never stalls the runtime and reads never wait for the writer.
 
-pub mod client;
 pub mod guard;
 
 use std::sync::Arc;
@@ -22,7 +21,7 @@ use serde_json::{Value, json};
 use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
 use crate::search::{self, Scope, SearchParams};
-use crate::service::Shared;
+use crate::state::Shared;
 use crate::store::{ReadPool, forget, read};
 
 /// What the handlers share.
@@ -878,10 +877,6 @@ async fn scrub_handler(
         .map_err(ApiError::internal)
 }
 
-/// How long the embedding model stays loaded after a hook injection: prompts come minutes
-/// apart, and one must not wait for the model to load.
-const INJECT_KEEP_LOADED_MS: i64 = 30 * 60 * 1000;
-
 /// `POST /api/inject`: what a Claude Code hook injects (body: [`inject::Request`]). Every call
 /// is logged for the stats, after the answer.
 async fn inject_handler(
@@ -898,16 +893,7 @@ async fn inject_handler(
         .validate(&st.settings.inject)
         .map_err(ApiError::bad_parameter)?;
     if let Some(v) = &st.vectors.vectors {
-        let until = chrono::Utc::now().timestamp_millis() + INJECT_KEEP_LOADED_MS;
-        v.keep_loaded_until
-            .fetch_max(until, std::sync::atomic::Ordering::Relaxed);
-        if req.mode == inject::Mode::Full {
-            // A session starts: its first prompt is near, so load the model now.
-            let embedder = v.embedder.clone();
-            tokio::task::spawn_blocking(move || {
-                let _ = embedder.embed(&["warm up".to_owned()]);
-            });
-        }
+        inject::keep_model_ready(v, req.mode);
     }
     let ts = chrono::Utc::now().timestamp_millis();
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());

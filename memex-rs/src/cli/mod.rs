@@ -450,7 +450,7 @@ fn post_service_within(
     body: serde_json::Value,
     timeout: std::time::Duration,
 ) -> Result<serde_json::Value> {
-    use crate::api::client::{ClientError, post_json, reachable};
+    use crate::client::{ClientError, post_json, reachable};
     let api = &ctx.resolved.settings.api;
     let addr = reachable(addr);
     post_json(&addr, api, path, &body, timeout, SERVICE_TIMEOUT).map_err(|e| match &e {

@@ -95,7 +95,7 @@ pub trait Redacted {
 }
 
 fn r(s: &str) -> String {
-    crate::store::redact::redact_text(s).0.into_owned()
+    crate::redact::redact_text(s).0.into_owned()
 }
 
 fn rs(v: &[String]) -> Vec<String> {
@@ -409,7 +409,7 @@ impl Engine {
             // a provider is redacted either way.
             let req = ChatRequest {
                 system: system(&language),
-                user: crate::store::redact::redact_text(&user()).0.into_owned(),
+                user: crate::redact::redact_text(&user()).0.into_owned(),
                 max_tokens: 1024,
                 json: true,
             };

@@ -123,7 +123,7 @@ impl Embedder for Remote {
         // redact` is off), a search query or a hook's prompt is not.
         let redacted: Vec<String> = texts
             .iter()
-            .map(|t| crate::store::redact::redact_text(t).0.into_owned())
+            .map(|t| crate::redact::redact_text(t).0.into_owned())
             .collect();
         let texts = &redacted[..];
         // On the blocking pool of the service's runtime, that runtime drives the request;

@@ -75,8 +75,8 @@ fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Resul
     let left = budget
         .left()
         .ok_or("out of time before asking the service")?;
-    crate::api::client::post_json(
-        &crate::api::client::reachable(&settings.api.bind),
+    crate::client::post_json(
+        &crate::client::reachable(&settings.api.bind),
         &settings.api,
         path,
         body,
@@ -259,7 +259,7 @@ mod tests {
             ("192.168.1.5:80", "192.168.1.5:80"),
         ] {
             s.api.bind = bind.into();
-            assert_eq!(crate::api::client::reachable(&s.api.bind), want);
+            assert_eq!(crate::client::reachable(&s.api.bind), want);
         }
     }
 

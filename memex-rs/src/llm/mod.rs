@@ -203,7 +203,7 @@ pub(crate) fn floats(v: &serde_json::Value) -> Vec<f32> {
 /// Text of an error body, cut short, with anything that looks like a secret redacted (some
 /// providers echo part of a rejected key). Never the request: keys live in headers only.
 pub(crate) fn short(body: &str) -> String {
-    let body = crate::store::redact::redact_text(body).0;
+    let body = crate::redact::redact_text(body).0;
     let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > 300 {
         format!("{}…", flat.chars().take(300).collect::<String>())

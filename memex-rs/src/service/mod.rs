@@ -17,128 +17,22 @@ pub mod tracker;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use ai_cli_session_collector::AdapterRegistry;
-use serde::Serialize;
-use tokio::sync::{broadcast, mpsc, watch as tokio_watch};
+use tokio::sync::{mpsc, watch as tokio_watch};
 
 use crate::config::Settings;
 use crate::store::{self, ingest::IngestOptions, lock};
-use crate::watch::{self, WatchStatus};
+use crate::watch::{self};
 
-pub use tracker::SessionIdle;
+pub use crate::state::{SessionIdle, Shared, State};
 
 /// How long a shutdown may take before the process leaves anyway. Everything written is
 /// committed transaction by transaction, so leaving early loses nothing.
 const SHUTDOWN_BUDGET: Duration = Duration::from_millis(4500);
-
-/// The state every component can read, behind one `Arc`.
-pub struct State {
-    pub started: Instant,
-    pub started_at_ms: i64,
-    pub phase: Mutex<&'static str>,
-    pub watch: Arc<WatchStatus>,
-    pub ingest: IngestStats,
-    pub tracker: tracker::TrackerStats,
-    /// Sessions that went idle (the compact queue subscribes).
-    pub idle_events: broadcast::Sender<SessionIdle>,
-}
-
-pub type Shared = Arc<State>;
-
-impl Default for State {
-    fn default() -> State {
-        State {
-            started: Instant::now(),
-            started_at_ms: chrono::Utc::now().timestamp_millis(),
-            phase: Mutex::new("starting"),
-            watch: Arc::default(),
-            ingest: IngestStats::default(),
-            tracker: tracker::TrackerStats::default(),
-            idle_events: broadcast::channel(1024).0,
-        }
-    }
-}
-
-impl State {
-    /// Whether every file change seen so far has been ingested.
-    pub fn ingest_settled(&self) -> bool {
-        let w = &self.watch;
-        w.pending_files.load(Ordering::Relaxed) == 0
-            && self.ingest.changes_done.load(Ordering::Relaxed)
-                >= w.changes_sent.load(Ordering::Relaxed)
-    }
-
-    pub fn phase(&self) -> &'static str {
-        *self.phase.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set_phase(&self, p: &'static str) {
-        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = p;
-    }
-}
-
-/// What the ingester has done since the service started.
-#[derive(Default)]
-pub struct IngestStats {
-    pub ingests: AtomicU64,
-    pub files: AtomicU64,
-    pub messages: AtomicU64,
-    pub messages_updated: AtomicU64,
-    pub bad_lines: AtomicU64,
-    pub errors: AtomicU64,
-    pub files_gone: AtomicU64,
-    pub last_ingest_ms: AtomicI64,
-    /// Changes from the watcher ingested (see `WatchStatus::changes_sent`).
-    pub changes_done: AtomicU64,
-    /// Milliseconds from the first file event of a change to its messages being committed,
-    /// for the most recent changes.
-    lags: Mutex<std::collections::VecDeque<u64>>,
-}
-
-/// How many recent ingest lags are kept for the percentiles.
-const LAG_WINDOW: usize = 512;
-
-/// The `p` quantile (0 to 1) of sorted values, nearest rank; `None` when there are none.
-pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
-    (!sorted.is_empty()).then(|| sorted[((sorted.len() - 1) as f64 * p).round() as usize])
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LagSummary {
-    pub samples: usize,
-    pub last_ms: Option<u64>,
-    pub p50_ms: Option<u64>,
-    pub p95_ms: Option<u64>,
-    pub max_ms: Option<u64>,
-}
-
-impl IngestStats {
-    fn record_lag(&self, ms: u64) {
-        let mut l = self.lags.lock().unwrap_or_else(|e| e.into_inner());
-        if l.len() == LAG_WINDOW {
-            l.pop_front();
-        }
-        l.push_back(ms);
-    }
-
-    pub fn lag(&self) -> LagSummary {
-        let l = self.lags.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<u64> = l.iter().copied().collect();
-        v.sort_unstable();
-        let pct = |p: f64| percentile(&v, p);
-        LagSummary {
-            samples: v.len(),
-            last_ms: l.back().copied(),
-            p50_ms: pct(0.5),
-            p95_ms: pct(0.95),
-            max_ms: v.last().copied(),
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

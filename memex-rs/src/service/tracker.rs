@@ -8,32 +8,14 @@
 //! message has no event yet is tracked again.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use super::Shared;
 use crate::compact::queue::Compactor;
+use crate::state::{SessionIdle, Shared};
 use crate::store::{ReadPool, Writer};
-
-/// A session that has been idle for `idle_minutes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SessionIdle {
-    /// The session's row in the archive.
-    pub session_pk: i64,
-    /// Its newest message (epoch ms).
-    pub last_activity_ms: i64,
-}
-
-#[derive(Debug, Default)]
-pub struct TrackerStats {
-    /// Sessions with activity within `idle_minutes`.
-    pub active: AtomicU64,
-    /// Idle events sent since start.
-    pub idle_events: AtomicU64,
-}
 
 /// The pure bookkeeping, driven by explicit times so it can be tested step by step.
 #[derive(Debug)]

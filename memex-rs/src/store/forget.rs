@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
-use super::{fts, redact, unzstd_bytes, zstd_bytes};
+use super::{fts, unzstd_bytes, zstd_bytes};
 use crate::layer::Layer;
+use crate::redact;
 
 /// What to forget.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,6 @@ pub mod fts;
 pub mod ingest;
 pub mod lock;
 pub mod read;
-pub mod redact;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};

@@ -792,7 +792,7 @@ fn talk_cost(data: &Path) {
 /// Redaction throughput over a corpus's records, as import runs it: each line's raw bytes, and
 /// the same line as text (the message text and tool input are redacted as text).
 fn bench_redact(corpus: &Path) {
-    use memex::store::redact;
+    use memex::redact;
     let lines: Vec<Vec<u8>> = walk(corpus)
         .iter()
         .filter_map(|f| std::fs::read(f).ok())

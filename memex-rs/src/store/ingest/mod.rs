@@ -29,7 +29,8 @@ use ai_cli_session_collector::{
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::{Writer, redact};
+use super::Writer;
+use crate::redact;
 use prepare::redacted_title;
 
 /// How ingestion behaves; from `[store]` and `[import]` settings.

@@ -4,7 +4,8 @@
 use ai_cli_session_collector::ParsedMessage;
 
 use super::IngestOptions;
-use crate::store::{COMPRESS_TEXT_ABOVE, fts, redact, zstd_bytes};
+use crate::redact;
+use crate::store::{COMPRESS_TEXT_ABOVE, fts, zstd_bytes};
 
 /// A message ready to be written.
 pub struct Prepared {
