@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::compact::queue;
-use crate::search::{self, Scope, SearchParams};
+use crate::search;
 use crate::store::{ReadPool, read};
 
 /// Characters of one message's text, tool input or tool output returned by `get_session` (the
@@ -213,41 +213,19 @@ impl MemexMcp {
         if a.query.trim().is_empty() {
             return Err(bad("`query` must not be empty"));
         }
-        if a.query.len() > 2000 {
-            return Err(bad("`query` is longer than 2000 bytes"));
-        }
-        let level: Scope = match non_empty(a.level) {
-            None => Scope::default(),
-            Some(l) => l.parse().map_err(|e: String| bad(format!("`level` {e}")))?,
-        };
-        let agent = non_empty(a.agent);
-        if let Some(x) = &agent {
-            let names = ai_cli_session_collector::AdapterRegistry::new().names();
-            if !names.contains(&x.as_str()) {
-                return Err(bad(format!(
-                    "`agent` must be one of {}, got `{x}`",
-                    names.join(", ")
-                )));
-            }
-        }
-        let time = |v: Option<String>, name: &str| {
-            non_empty(v)
-                .map(|t| search::parse_time(&t).map_err(|e| bad(format!("`{name}`: {e}"))))
-                .transpose()
-        };
-        let params = SearchParams {
+        let params = search::SearchRequest {
             query: a.query,
-            limit: bounded(a.limit, 10, 100, "limit")? as usize,
-            level,
-            mode: search::Mode::Hybrid,
-            filter: read::Filter {
-                agent,
-                project: non_empty(a.project),
-                session: non_empty(a.session),
-                since: time(a.since, "since")?,
-                until: time(a.until, "until")?,
-            },
-        };
+            limit: a.limit.map(u64::from),
+            agent: a.agent,
+            project: a.project,
+            session: a.session,
+            since: a.since,
+            until: a.until,
+            level: a.level,
+            mode: None,
+        }
+        .check(100)
+        .map_err(|e| bad(e.to_string()))?;
         let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
             .read(move |c| {

@@ -9,7 +9,6 @@ pub mod guard;
 
 use std::sync::Arc;
 
-use ai_cli_session_collector::AdapterRegistry;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -20,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
-use crate::search::{self, Scope, SearchParams};
+use crate::search;
 use crate::state::Shared;
 use crate::store::{ReadPool, forget, read};
 
@@ -94,8 +93,6 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// Longest accepted search query, in bytes.
-const MAX_QUERY: usize = 2000;
 /// Longest accepted session id (ids are UUIDs or file stems).
 const MAX_ID: usize = 256;
 
@@ -362,27 +359,8 @@ impl Params {
         let Some(a) = self.get("agent") else {
             return Ok(None);
         };
-        let names = AdapterRegistry::new().names();
-        if names.contains(&a.as_str()) {
-            Ok(Some(a))
-        } else {
-            Err(ApiError::bad_parameter(format!(
-                "`agent` must be one of {}, got `{a}`",
-                names.join(", ")
-            )))
-        }
-    }
-
-    fn time(&self, key: &str) -> Result<Option<i64>, ApiError> {
-        self.get(key)
-            .map(|v| {
-                search::parse_time(&v).map_err(|e| {
-                    ApiError::bad_parameter(format!(
-                        "`{key}`: {e} (for example 7d, 2026-06-01 or 2026-06-01T10:00:00Z)"
-                    ))
-                })
-            })
-            .transpose()
+        search::check_agent(&a).map_err(|e| ApiError::bad_parameter(format!("`agent` {e}")))?;
+        Ok(Some(a))
     }
 }
 
@@ -460,37 +438,22 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
             "`q` is required: the words to look for",
         ));
     };
-    if query.len() > MAX_QUERY {
-        return Err(ApiError::bad_parameter(format!(
-            "`q` is {} bytes; at most {MAX_QUERY} are accepted",
-            query.len()
-        )));
-    }
-    let level: Scope = match p.get("level") {
-        None => Scope::default(),
-        Some(l) => l
-            .parse()
-            .map_err(|e: String| ApiError::bad_parameter(format!("`level` {e}")))?,
-    };
-    let mode: search::Mode = match p.get("mode") {
-        None => search::Mode::Hybrid,
-        Some(m) => m
-            .parse()
-            .map_err(|e: String| ApiError::bad_parameter(format!("`mode` {e}")))?,
-    };
-    let params = SearchParams {
-        level,
-        mode,
+    let params = search::SearchRequest {
         query,
-        limit: p.number("limit", 10, 1, 1000)? as usize,
-        filter: read::Filter {
-            agent: p.agent()?,
-            project: p.get("project"),
-            session: p.get("session"),
-            since: p.time("since")?,
-            until: p.time("until")?,
-        },
-    };
+        limit: Some(u64::from(p.number("limit", 10, 1, 1000)?)),
+        agent: p.get("agent"),
+        project: p.get("project"),
+        session: p.get("session"),
+        since: p.get("since"),
+        until: p.get("until"),
+        level: p.get("level"),
+        mode: p.get("mode"),
+    }
+    .check(1000)
+    .map_err(|e| {
+        let name = if e.name == "query" { "q" } else { e.name };
+        ApiError::bad_parameter(format!("`{name}` {}", e.reason))
+    })?;
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
         search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(|e| match e {

@@ -6,32 +6,34 @@ use ai_cli_session_collector::AdapterRegistry;
 use anyhow::Result;
 
 use super::models::vectors_for_reading;
-use super::{Ctx, SearchArgs, check_agent, filter, reader, user_error};
-use crate::search::{self, SearchParams};
+use super::{Ctx, SearchArgs, check_agent, reader, user_error};
+use crate::search;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     check_agent(&AdapterRegistry::new(), &a.agent)?;
-    if a.limit == 0 || a.limit > 1000 {
-        return Err(user_error(
-            format!("--limit must be between 1 and 1000, got {}", a.limit),
-            "for example --limit 20",
-        ));
-    }
-    let level: search::Scope = a
-        .level
-        .parse()
-        .map_err(|e: String| user_error(format!("--level {e}"), "for example --level talks"))?;
-    let mode: search::Mode = a
-        .mode
-        .parse()
-        .map_err(|e: String| user_error(format!("--mode {e}"), "for example --mode fts"))?;
-    let params = SearchParams {
-        level,
-        mode,
+    let params = search::SearchRequest {
         query: a.query,
-        limit: a.limit,
-        filter: filter(a.agent, a.project, a.session, a.since, a.until)?,
-    };
+        limit: Some(a.limit as u64),
+        agent: a.agent,
+        project: a.project,
+        session: a.session,
+        since: a.since,
+        until: a.until,
+        level: Some(a.level),
+        mode: Some(a.mode),
+    }
+    .check(1000)
+    .map_err(|e| {
+        let hint = match e.name {
+            "limit" => "for example --limit 20",
+            "level" => "for example --level talks",
+            "mode" => "for example --mode fts",
+            "since" | "until" => "for example --since 7d or --since 2026-06-01",
+            _ => "see memex search --help",
+        };
+        user_error(format!("--{} {}", e.name, e.reason), hint)
+    })?;
+    let mode = params.mode;
     let conn = reader(ctx)?;
     let (rt, vectors) = vectors_for_reading(ctx, &conn, mode != search::Mode::Fts)?;
     let res = search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), &params)

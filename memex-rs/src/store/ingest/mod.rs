@@ -119,6 +119,33 @@ fn stored_cursor(conn: &Connection, path: &Path) -> rusqlite::Result<Option<(Cur
     .optional()
 }
 
+/// Why a file could not be read into the archive (the import goes on with the other files).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("no adapter named {0}")]
+    NoAdapter(String),
+    #[error("cannot read the file")]
+    File(#[from] std::io::Error),
+    #[error("cannot read the file's stored cursor")]
+    Cursor(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Parse(#[from] ai_cli_session_collector::ParseError),
+}
+
+impl IngestError {
+    /// The error and its causes on one line, as the import report shows it.
+    pub fn report(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+}
+
 /// Parses one file from its stored cursor to its end, sending prepared batches to `sink`, which
 /// answers whether to go on (`false` stops before the next batch is parsed: shutting down).
 /// Returns `false` when the file was unchanged since the last ingest.
@@ -129,13 +156,13 @@ pub fn ingest_file(
     opts: &IngestOptions,
     git_roots: &mut HashMap<String, Option<String>>,
     sink: &mut dyn FnMut(Batch) -> bool,
-) -> Result<bool, String> {
+) -> Result<bool, IngestError> {
     let adapter = registry
         .get(job.agent)
-        .ok_or_else(|| format!("no adapter named {}", job.agent))?;
-    let meta = std::fs::metadata(&job.path).map_err(|e| e.to_string())?;
+        .ok_or_else(|| IngestError::NoAdapter(job.agent.to_owned()))?;
+    let meta = std::fs::metadata(&job.path)?;
     let (size, mtime) = (meta.len(), mtime_ms(&meta));
-    let stored = stored_cursor(reader, &job.path).map_err(|e| e.to_string())?;
+    let stored = stored_cursor(reader, &job.path)?;
     if let Some((_, s, m)) = &stored
         && *s == size
         && *m == mtime
@@ -144,16 +171,7 @@ pub fn ingest_file(
     }
     let mut cursor = stored.map(|s| s.0).unwrap_or_default();
     loop {
-        let out = adapter
-            .parse(&job.root, &job.path, &cursor, opts.batch_bytes)
-            .map_err(|e| {
-                format!(
-                    "{e}: {}",
-                    std::error::Error::source(&e)
-                        .map(|s| s.to_string())
-                        .unwrap_or_default()
-                )
-            })?;
+        let out = adapter.parse(&job.root, &job.path, &cursor, opts.batch_bytes)?;
         // A rewritten file starts again from 0: its first chunk can end exactly where the old
         // cursor was, with nothing but bad lines in it, and still be progress.
         let progressed =
@@ -294,7 +312,7 @@ pub fn import(
                         Err(e) => r.errors.push(FileError {
                             file: job.path.display().to_string(),
                             line: 0,
-                            reason: e,
+                            reason: e.report(),
                         }),
                     }
                 }
