@@ -74,34 +74,27 @@ pub(super) fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
         writeln!(
             out,
             "coverage   L1 {}%  L2 {}%  L3 {}%",
-            st.coverage["l1_percent"], st.coverage["l2_percent"], st.coverage["l3_percent"]
+            st.coverage.l1_percent, st.coverage.l2_percent, st.coverage.l3_percent
         )?;
         writeln!(
             out,
             "tokens     saved {} (raw {} → summaries {})",
-            st.tokens_saved["saved"],
-            st.tokens_saved["raw_tokens_covered"],
-            st.tokens_saved["summary_tokens"]
+            st.tokens_saved.saved,
+            st.tokens_saved.raw_tokens_covered,
+            st.tokens_saved.summary_tokens
         )?;
         for t in st.tokens_per_provider_day.iter().take(7) {
             writeln!(
                 out,
                 "  {} {:<10} {} calls, {} in / {} out",
-                t["day"].as_str().unwrap_or(""),
-                t["provider"].as_str().unwrap_or(""),
-                t["calls"],
-                t["tokens_input"],
-                t["tokens_output"]
+                t.day, t.provider, t.calls, t.tokens_input, t.tokens_output
             )?;
         }
         if let Some(e) = &st.last_error {
             writeln!(
                 out,
                 "last error {} {} #{}: {}",
-                e["level"].as_str().unwrap_or(""),
-                e["session_id"].as_str().unwrap_or(""),
-                e["prompt_number"],
-                e["error"].as_str().unwrap_or("")
+                e.level, e.session_id, e.prompt_number, e.error
             )?;
         }
         return Ok(());

@@ -199,21 +199,19 @@ pub(super) fn stats(ctx: &Ctx, json: bool) -> Result<()> {
     writeln!(
         out,
         "compaction  L1 {}%  L2 {}%  L3 {}% of prompts / sessions",
-        c["l1_percent"], c["l2_percent"], c["l3_percent"]
+        c.l1_percent, c.l2_percent, c.l3_percent
     )?;
     let t = &compact.tokens_saved;
     writeln!(
         out,
         "tokens      summaries hold {} tokens for {} raw ({}x smaller)",
-        t["summary_tokens"], t["raw_tokens_covered"], t["ratio"]
+        t.summary_tokens, t.raw_tokens_covered, t.ratio
     )?;
     let mut spent: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for d in &compact.tokens_per_provider_day {
-        let e = spent
-            .entry(d["provider"].as_str().unwrap_or("").to_owned())
-            .or_default();
-        e.0 += d["tokens_input"].as_i64().unwrap_or(0);
-        e.1 += d["tokens_output"].as_i64().unwrap_or(0);
+        let e = spent.entry(d.provider.clone()).or_default();
+        e.0 += d.tokens_input;
+        e.1 += d.tokens_output;
     }
     for (p, (i, o)) in &spent {
         writeln!(out, "  spent     {p}: {i} in / {o} out")?;

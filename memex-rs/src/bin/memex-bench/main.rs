@@ -702,7 +702,10 @@ fn bench_compact(data: &Path, workers: usize) {
         obs as f64 / secs,
         peak_rss_mb()
     );
-    println!("  tokens saved: {}", st.tokens_saved);
+    println!(
+        "  tokens saved: {}",
+        serde_json::to_string(&st.tokens_saved).unwrap_or_default()
+    );
     drop(c);
     drop(writer);
     handle.join().unwrap();

@@ -13,15 +13,61 @@ use crate::layer::Layer;
 /// Queue and layer figures for `memex compact status`, `/api/compact/status` and stats.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
-    /// level → state → count.
+    /// Job level (`l1`, `l2`, `l3`) → state → count.
     pub jobs: BTreeMap<String, BTreeMap<String, i64>>,
+    /// Pending jobs waiting for a provider (an outage, the budget).
     pub waiting: i64,
-    pub last_error: Option<Value>,
+    pub last_error: Option<JobError>,
+    /// Layer table → rows.
     pub rows: BTreeMap<String, i64>,
-    pub coverage: Value,
-    pub tokens_per_provider_day: Vec<Value>,
-    pub tokens_saved: Value,
+    pub coverage: Coverage,
+    /// Newest days first, at most 60 rows.
+    pub tokens_per_provider_day: Vec<DayUsage>,
+    pub tokens_saved: TokensSaved,
     pub counters: BTreeMap<String, i64>,
+}
+
+/// The newest job error.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobError {
+    pub level: String,
+    pub session_id: String,
+    pub prompt_number: i64,
+    pub state: String,
+    pub error: String,
+    pub at: Option<String>,
+}
+
+/// How much of the archive the layers cover.
+#[derive(Debug, Clone, Serialize)]
+pub struct Coverage {
+    pub talks_with_observations_processed: i64,
+    pub talk_summaries: i64,
+    pub prompts: i64,
+    pub sessions_with_summary: i64,
+    pub sessions_with_prompts: i64,
+    pub l1_percent: f64,
+    pub l2_percent: f64,
+    pub l3_percent: f64,
+}
+
+/// One provider's spend on one day.
+#[derive(Debug, Clone, Serialize)]
+pub struct DayUsage {
+    pub day: String,
+    pub provider: String,
+    pub calls: i64,
+    pub tokens_input: i64,
+    pub tokens_output: i64,
+}
+
+/// Raw tokens the talk summaries stand for, against their own size.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokensSaved {
+    pub raw_tokens_covered: i64,
+    pub summary_tokens: i64,
+    pub saved: i64,
+    pub ratio: f64,
 }
 
 pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
@@ -58,12 +104,14 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
              WHERE j.last_error IS NOT NULL ORDER BY j.updated_at DESC LIMIT 1",
             [],
             |r| {
-                Ok(json!({
-                    "level": r.get::<_, String>(0)?, "session_id": r.get::<_, String>(1)?,
-                    "prompt_number": r.get::<_, i64>(2)?, "state": r.get::<_, String>(3)?,
-                    "error": r.get::<_, String>(4)?,
-                    "at": crate::store::read::iso(r.get(5)?),
-                }))
+                Ok(JobError {
+                    level: r.get(0)?,
+                    session_id: r.get(1)?,
+                    prompt_number: r.get(2)?,
+                    state: r.get(3)?,
+                    error: r.get(4)?,
+                    at: crate::store::read::iso(r.get(5)?),
+                })
             },
         )
         .optional()?;
@@ -91,35 +139,45 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
             (a as f64 * 1000.0 / b as f64).round() / 10.0
         }
     };
-    let coverage = json!({
-        "talks_with_observations_processed": l1_done, "talk_summaries": rows["talk_summaries"],
-        "prompts": prompts, "sessions_with_summary": rows["session_summaries"],
-        "sessions_with_prompts": with_prompts,
-        "l1_percent": pct(l1_done, prompts), "l2_percent": pct(rows["talk_summaries"], prompts),
-        "l3_percent": pct(rows["session_summaries"], with_prompts),
-    });
+    let coverage = Coverage {
+        talks_with_observations_processed: l1_done,
+        talk_summaries: rows["talk_summaries"],
+        prompts,
+        sessions_with_summary: rows["session_summaries"],
+        sessions_with_prompts: with_prompts,
+        l1_percent: pct(l1_done, prompts),
+        l2_percent: pct(rows["talk_summaries"], prompts),
+        l3_percent: pct(rows["session_summaries"], with_prompts),
+    };
     let mut tokens = Vec::new();
     {
         let mut st = conn.prepare(
             "SELECT day, provider, calls, tokens_input, tokens_output FROM llm_usage ORDER BY day DESC, provider LIMIT 60",
         )?;
         for r in st.query_map([], |r| {
-            Ok(
-                json!({"day": r.get::<_, String>(0)?, "provider": r.get::<_, String>(1)?,
-                "calls": r.get::<_, i64>(2)?, "tokens_input": r.get::<_, i64>(3)?,
-                "tokens_output": r.get::<_, i64>(4)?}),
-            )
+            Ok(DayUsage {
+                day: r.get(0)?,
+                provider: r.get(1)?,
+                calls: r.get(2)?,
+                tokens_input: r.get(3)?,
+                tokens_output: r.get(4)?,
+            })
         })? {
             tokens.push(r?);
         }
     }
     let raw = one("SELECT COALESCE(SUM(raw_tokens), 0) FROM talk_summaries")?;
     let summary_tokens = one("SELECT COALESCE(SUM(summary_tokens), 0) FROM talk_summaries")?;
-    let tokens_saved = json!({
-        "raw_tokens_covered": raw, "summary_tokens": summary_tokens,
-        "saved": (raw - summary_tokens).max(0),
-        "ratio": if summary_tokens == 0 { 0.0 } else { (raw as f64 / summary_tokens as f64 * 10.0).round() / 10.0 },
-    });
+    let tokens_saved = TokensSaved {
+        raw_tokens_covered: raw,
+        summary_tokens,
+        saved: (raw - summary_tokens).max(0),
+        ratio: if summary_tokens == 0 {
+            0.0
+        } else {
+            (raw as f64 / summary_tokens as f64 * 10.0).round() / 10.0
+        },
+    };
     let mut counters = BTreeMap::new();
     {
         let mut st = conn.prepare("SELECT name, value FROM compact_counters")?;
