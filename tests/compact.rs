@@ -2,7 +2,7 @@
 //! heuristic provider, the CLI and HTTP interfaces, a kill -9 in the middle of the queue, and a
 //! provider outage, with a local server speaking OpenAI's wire format standing in for an LLM.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Duration;

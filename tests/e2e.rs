@@ -1,7 +1,7 @@
 //! End-to-end: the real `memex` binary in a temporary HOME holding the shared fixtures, checked
 //! against the CLI contract.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! stop` and `memex hooks install | uninstall`, driven as Claude Code drives them (hook JSON on
 //! stdin, a running `memex serve`, real settings files).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! End-to-end: the real `memex mcp` on stdio, driven by the official Rust SDK's client, on an
 //! archive of the fixtures (no service running).
 
-mod common;
+use crate::common;
 
 use common::*;
 use rmcp::ServiceExt;

@@ -4,7 +4,7 @@
 //! folder, no search result, no `sessions show --raw` and no request to the provider may hold
 //! one. Then `memex scrub` over an archive written without redaction, and `memex forget`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

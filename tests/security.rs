@@ -1,7 +1,7 @@
 //! The local API against a hostile caller: a web page in the user's browser (DNS rebinding,
 //! cross-site requests), oversized queries, a wrong token. A real `memex serve` on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 

@@ -2,7 +2,7 @@
 //! observed through its HTTP API while transcripts are appended, created, rewritten and
 //! deleted; and killed with SIGKILL at random moments.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

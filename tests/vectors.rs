@@ -1,7 +1,7 @@
 //! The semantic layer end to end: the real all-MiniLM-L6-v2 model, a real LanceDB folder, the
 //! indexer inside `memex serve`, hybrid search through the CLI and HTTP, and the model guard.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Duration;
