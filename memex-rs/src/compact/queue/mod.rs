@@ -26,7 +26,10 @@ pub use self::plan::{
     ConfirmationRequired, REGENERATE_CONFIRM_ABOVE, RegenerateError, RegenerateGuard,
     RegenerateScope, converge, plan, plan_pending, regenerate, regenerate_levels, regenerate_scope,
 };
-pub use self::status::{Status, ready_count, spend_today, status, summary_view};
+pub use self::status::{
+    Coverage, DayUsage, JobError, Status, TokensSaved, ready_count, spend_today, status,
+    summary_view,
+};
 pub use self::worker::Compactor;
 use crate::layer::Layer;
 
@@ -62,3 +65,6 @@ fn enqueue(
     };
     tx.execute(sql, params![level, pk, prompt, reason, now])
 }
+
+#[cfg(test)]
+mod tests;
