@@ -137,8 +137,14 @@ impl std::str::FromStr for Scope {
     }
 }
 
-/// What `level` accepts.
-pub const LEVELS: &[&str] = &["raw", "observations", "talks", "sessions", "all"];
+/// What `level` accepts: a layer's name or `all`.
+pub const LEVELS: &[&str] = &[
+    Layer::Raw.name(),
+    Layer::Observations.name(),
+    Layer::Talks.name(),
+    Layer::Sessions.name(),
+    "all",
+];
 
 /// Reciprocal Rank Fusion constant.
 pub const RRF_K: f64 = 60.0;

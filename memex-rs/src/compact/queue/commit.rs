@@ -66,12 +66,15 @@ pub(super) fn prov_params(p: &Provenance) -> [rusqlite::types::Value; 7] {
 
 pub(super) fn index(
     tx: &Transaction<'_>,
-    table: &str,
+    layer: Layer,
     rowid: i64,
     body: &str,
 ) -> rusqlite::Result<()> {
     tx.execute(
-        &format!("INSERT INTO {table} (rowid, body) VALUES (?1, ?2)"),
+        &format!(
+            "INSERT INTO {} (rowid, body) VALUES (?1, ?2)",
+            layer.fts_table()
+        ),
         params![rowid, fts::index_text(body, 1 << 20)],
     )?;
     Ok(())
@@ -79,11 +82,11 @@ pub(super) fn index(
 
 pub(super) fn unindex(
     tx: &Transaction<'_>,
-    table: &str,
-    fts_table: &str,
+    layer: Layer,
     cond: &str,
     args: &[i64],
 ) -> rusqlite::Result<()> {
+    let (table, fts_table) = (layer.table(), layer.fts_table());
     let ids: Vec<i64> = {
         let mut st = tx.prepare(&format!("SELECT id FROM {table} WHERE {cond}"))?;
         st.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
@@ -123,8 +126,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
         Output::L1(obs) => {
             unindex(
                 &tx,
-                "observations",
-                "observations_fts",
+                Layer::Observations,
                 "session_pk = ?1 AND prompt_number = ?2",
                 &[pk, job.prompt_number],
             )?;
@@ -154,7 +156,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                     o.files_modified.join(" "),
                     o.files_read.join(" ")
                 );
-                index(&tx, "observations_fts", tx.last_insert_rowid(), &body)?;
+                index(&tx, Layer::Observations, tx.last_insert_rowid(), &body)?;
                 account(&tx, w)?;
             }
         }
@@ -167,8 +169,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             let p = prov_params(&w.provenance);
             unindex(
                 &tx,
-                "talk_summaries",
-                "talk_summaries_fts",
+                Layer::Talks,
                 "session_pk = ?1 AND prompt_number = ?2",
                 &[pk, job.prompt_number],
             )?;
@@ -192,7 +193,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                 t.completed,
                 t.files_involved.join(" ")
             );
-            index(&tx, "talk_summaries_fts", tx.last_insert_rowid(), &body)?;
+            index(&tx, Layer::Talks, tx.last_insert_rowid(), &body)?;
             account(&tx, w)?;
             let covered: Option<i64> = tx
                 .query_row(
@@ -218,13 +219,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                     |r| r.get(0),
                 )
                 .optional()?;
-            unindex(
-                &tx,
-                "session_summaries",
-                "session_summaries_fts",
-                "session_pk = ?1",
-                &[pk],
-            )?;
+            unindex(&tx, Layer::Sessions, "session_pk = ?1", &[pk])?;
             tx.execute(
                 "INSERT INTO session_summaries (session_pk, summary, key_points, files_involved,
                    technologies, talks_covered, raw_tokens, provider, model, prompt_version,
@@ -256,7 +251,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                 s.technologies.join(" "),
                 s.files_involved.join(" ")
             );
-            index(&tx, "session_summaries_fts", tx.last_insert_rowid(), &body)?;
+            index(&tx, Layer::Sessions, tx.last_insert_rowid(), &body)?;
             account(&tx, w)?;
         }
         Output::Nothing => {}

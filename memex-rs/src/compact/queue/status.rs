@@ -117,18 +117,13 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
         .optional()?;
     let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
     let mut rows = BTreeMap::new();
-    rows.insert(
-        "observations".into(),
-        one("SELECT COUNT(*) FROM observations")?,
-    );
-    rows.insert(
-        "talk_summaries".into(),
-        one("SELECT COUNT(*) FROM talk_summaries")?,
-    );
-    rows.insert(
-        "session_summaries".into(),
-        one("SELECT COUNT(*) FROM session_summaries")?,
-    );
+    for l in Layer::COMPACT {
+        let table = l.table();
+        rows.insert(
+            table.to_owned(),
+            one(&format!("SELECT COUNT(*) FROM {table}"))?,
+        );
+    }
     let prompts = one("SELECT COALESCE(SUM(prompt_count), 0) FROM sessions")?;
     let with_prompts = one("SELECT COUNT(*) FROM sessions WHERE prompt_count > 0")?;
     let l1_done = one("SELECT COUNT(*) FROM compact_jobs WHERE level = 'l1' AND state = 'done'")?;
@@ -141,13 +136,13 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
     };
     let coverage = Coverage {
         talks_with_observations_processed: l1_done,
-        talk_summaries: rows["talk_summaries"],
+        talk_summaries: rows[Layer::Talks.table()],
         prompts,
-        sessions_with_summary: rows["session_summaries"],
+        sessions_with_summary: rows[Layer::Sessions.table()],
         sessions_with_prompts: with_prompts,
         l1_percent: pct(l1_done, prompts),
-        l2_percent: pct(rows["talk_summaries"], prompts),
-        l3_percent: pct(rows["session_summaries"], with_prompts),
+        l2_percent: pct(rows[Layer::Talks.table()], prompts),
+        l3_percent: pct(rows[Layer::Sessions.table()], with_prompts),
     };
     let mut tokens = Vec::new();
     {
