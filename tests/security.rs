@@ -361,6 +361,7 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
         "/api/compact/status",
         "/api/inject",
         "/api/forget",
+        "/api/scrub",
         "/api/nope",
         "/",
         "/api/sessions/..%2F..%2Fetc%2Fpasswd",

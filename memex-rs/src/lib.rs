@@ -1,10 +1,15 @@
 //! Memex: a lossless, searchable archive of AI coding-agent conversations.
 //!
-//! Modules, one per layer: [`store`] (SQLite L0 archive, ingest, FTS), [`search`] (the one
-//! search function every interface calls), [`watch`] (file-system events), [`service`] (the
-//! `memex serve` components), [`api`] (HTTP), [`inject`] (Claude Code hooks), [`config`]
-//! (settings resolution), [`logging`] and [`cli`] (the `memex` commands). Parsing of transcript
-//! formats lives in the `ai-cli-session-collector` crate; this crate only ever sees its unified
+//! From the bottom up: [`config`] (settings resolution), [`layer`] (the archive's layers),
+//! [`redact`] (secrets out of everything stored or sent), [`store`] (the SQLite archive:
+//! ingest, FTS, reads, forgetting), [`llm`] and [`embed`] (providers and the embedding model),
+//! [`vector`] (LanceDB and its indexer), [`search`] (retrieval: one search for every surface,
+//! and the nearest-neighbour question injection asks), [`compact`] (the L1/L2/L3 layers and
+//! their queue), [`watch`] and [`state`] (file events; what the service's components share),
+//! [`api`] (HTTP), [`client`] (its client), [`inject`] (Claude Code hooks), [`mcp`],
+//! [`service`] (`memex serve`) and [`cli`] (the `memex` commands). ARCHITECTURE.md draws the
+//! arrows; `layering.rs` checks that they never form a circle. Parsing of transcript formats
+//! lives in the `ai-cli-session-collector` crate; this crate only ever sees its unified
 //! messages.
 
 pub mod api;

@@ -362,7 +362,7 @@ pub fn run(cli: Cli) -> Result<()> {
 
 fn check_agent(registry: &AdapterRegistry, agent: &Option<String>) -> Result<()> {
     if let Some(a) = agent
-        && registry.get(a).is_none()
+        && crate::search::check_agent(a).is_err()
     {
         return Err(user_error(
             format!("unknown agent `{a}`"),

@@ -81,11 +81,14 @@ fn talks_of(
     conn: &Connection,
     hits: Vec<(search::Hit, String)>,
 ) -> rusqlite::Result<Vec<(search::Hit, String)>> {
-    let mut st = conn.prepare_cached(
-        "SELECT x.user_request || char(10) || x.summary FROM messages m
-         JOIN talk_summaries x ON x.session_pk = m.session_pk AND x.prompt_number = m.prompt_number
+    let talks = Layer::Talks;
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT {text} FROM messages m
+         JOIN {table} x ON x.session_pk = m.session_pk AND x.prompt_number = m.prompt_number
          WHERE m.id = ?1",
-    )?;
+        text = talks.columns().map_or("''", |c| c.text),
+        table = talks.table(),
+    ))?;
     let mut out = Vec::with_capacity(hits.len());
     for (hit, text) in hits.into_iter().filter(|(h, _)| h.prompt_number > 0) {
         let talk: Option<String> = st.query_row([hit.row], |r| r.get(0)).optional()?;

@@ -126,7 +126,11 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
     }
     let prompts = one("SELECT COALESCE(SUM(prompt_count), 0) FROM sessions")?;
     let with_prompts = one("SELECT COUNT(*) FROM sessions WHERE prompt_count > 0")?;
-    let l1_done = one("SELECT COUNT(*) FROM compact_jobs WHERE level = 'l1' AND state = 'done'")?;
+    let l1_done = conn.query_row(
+        "SELECT COUNT(*) FROM compact_jobs WHERE level = ?1 AND state = 'done'",
+        [Layer::Observations.job()],
+        |r| r.get::<_, i64>(0),
+    )?;
     let pct = |a: i64, b: i64| {
         if b == 0 {
             0.0
