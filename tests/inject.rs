@@ -170,7 +170,9 @@ fn hooks_inject_memory_through_the_running_service() {
         .to_string(),
     );
     silent(&stop);
-    s.wait_for(60, "the L3 of the session and every vector", |s| {
+    // Embedding every fixture message with the real model takes most of a minute on two
+    // cores, longer while other tests of the binary run: the bound leaves room for that.
+    s.wait_for(180, "the L3 of the session and every vector", |s| {
         let st = s.ok("/api/stats");
         let conn = db(&home.data_dir());
         let l3 = count(
