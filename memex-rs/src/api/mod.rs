@@ -831,7 +831,7 @@ async fn scrub_handler(
     let fts_max = st.settings.store.fts_max_bytes;
     let logs = st.settings.data_dir().join("logs");
     let report = w
-        .run(move |c| forget::scrub(c, fts_max, Some(&logs), &|_, _| {}))
+        .run(move |c| crate::store::scrub::scrub(c, fts_max, Some(&logs), &|_, _| {}))
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::internal)?;

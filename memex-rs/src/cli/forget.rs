@@ -216,7 +216,7 @@ pub fn run_scrub(ctx: &Ctx, json: bool) -> Result<()> {
             let (fts_max, logs) = (s.store.fts_max_bytes, dir.join("logs"));
             let b2 = bar.clone();
             let res = writer.call(move |c| {
-                forget::scrub(c, fts_max, Some(&logs), &|done, total| {
+                crate::store::scrub::scrub(c, fts_max, Some(&logs), &|done, total| {
                     if let Some(b) = &b2 {
                         b.set_length(total);
                         b.set_position(done);

@@ -20,10 +20,7 @@ pub(super) fn fts_layer(
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    match l {
-        Layer::Raw => search_raw(conn, p, terms, limit),
-        l => search_layer(conn, p, terms, l, limit),
-    }
+    search_layer(conn, p, terms, l, limit)
 }
 
 /// Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the rankings a result is in.
@@ -63,7 +60,8 @@ pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
 }
 
 /// A compact layer: its newest matches, ranked like the raw level (at a million messages the
-/// layers hold hundreds of thousands of rows, and FTS5's `bm25()` would scan every match).
+/// layers hold hundreds of thousands of rows, and FTS5's `bm25()` would scan every match);
+/// the raw layer has its own query.
 fn search_layer(
     conn: &Connection,
     p: &SearchParams,

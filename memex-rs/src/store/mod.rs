@@ -9,6 +9,7 @@ pub mod fts;
 pub mod ingest;
 pub mod lock;
 pub mod read;
+pub mod scrub;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
