@@ -76,7 +76,22 @@ pub fn forget(
     wiping(conn, |c| forget_in(c, sel, false))
 }
 
-/// Runs `f` with SQLite overwriting whatever it frees (`secure_delete`), then rebuilds the
+/// Turns FTS5's `secure-delete` on or off for every full-text index: on, a deleted row's terms
+/// leave the index at once instead of at the next merge (and every insert and merge costs
+/// more, so it is on only while forgetting or scrubbing).
+fn fts_secure_delete(conn: &Connection, on: bool) -> rusqlite::Result<()> {
+    for l in Layer::ALL {
+        let fts = l.fts_table();
+        conn.execute(
+            &format!("INSERT INTO {fts} ({fts}, rank) VALUES ('secure-delete', ?1)"),
+            [i64::from(on)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `f` with SQLite overwriting whatever it frees (`secure_delete`, and FTS5's
+/// `secure-delete`), then rebuilds the
 /// file (`VACUUM`: pages freed earlier, by ingest or index merges, may still hold copies) and
 /// empties the WAL, so no page of the database or its log keeps what was removed. The rebuild
 /// needs free disk space about the size of the archive, for a moment.
@@ -85,7 +100,11 @@ pub(super) fn wiping<T, E: From<rusqlite::Error>>(
     f: impl FnOnce(&mut Connection) -> Result<T, E>,
 ) -> Result<T, E> {
     conn.pragma_update(None, "secure_delete", "ON")?;
+    fts_secure_delete(conn, true)?;
     let out = f(conn);
+    if let Err(e) = fts_secure_delete(conn, false) {
+        tracing::warn!(error = %e, "cannot turn the full-text indexes' secure-delete off");
+    }
     if out.is_ok() {
         // A full-text index keeps a removed term's entry in its segments until they merge:
         // merge them all now. What was asked is done (committed) by now: a failure here is
@@ -682,4 +701,41 @@ fn requeue(tx: &Transaction<'_>, talks: &HashSet<(i64, i64)>, now: i64) -> rusql
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secure_delete(conn: &Connection) -> Vec<i64> {
+        Layer::ALL
+            .iter()
+            .map(|l| {
+                let t = l.fts_table();
+                conn.query_row(
+                    &format!("SELECT v FROM {t}_config WHERE k = 'secure-delete'"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn full_text_secure_delete_is_on_only_while_wiping() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(dir.path()).unwrap();
+        assert_eq!(secure_delete(&conn), [0; 4], "off for import and search");
+        let during = wiping(&mut conn, |c| -> rusqlite::Result<Vec<i64>> {
+            Ok(secure_delete(c))
+        })
+        .unwrap();
+        assert_eq!(during, [1; 4]);
+        assert_eq!(secure_delete(&conn), [0; 4]);
+        let failed: rusqlite::Result<()> =
+            wiping(&mut conn, |_| Err(rusqlite::Error::InvalidQuery));
+        assert!(failed.is_err());
+        assert_eq!(secure_delete(&conn), [0; 4], "off again after a failure");
+    }
 }

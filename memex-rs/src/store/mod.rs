@@ -49,6 +49,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_vector_mark",
         include_str!("../../../migrations/0007_vector_mark.sql"),
     ),
+    (
+        "0008_fts_secure_delete_scoped",
+        include_str!("../../../migrations/0008_fts_secure_delete_scoped.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.
