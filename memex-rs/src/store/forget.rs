@@ -226,7 +226,7 @@ fn forget_in(
             }
             if kind != "meta" {
                 r.vectors += 1;
-                r.gone.push((0, id));
+                r.gone.push((Layer::Raw.outbox_code(), id));
             }
             r.fts_rows += 1;
             let partial = !whole_pks.contains(&pk);
@@ -285,35 +285,21 @@ fn forget_in(
     // a forgotten message fed.
     for s in &whole {
         let g = &mut r.gone;
-        r.observations +=
-            delete_layer(&tx, "observations", "session_pk = ?1", &[s.pk], dry_run, g)?;
-        r.talk_summaries += delete_layer(
-            &tx,
-            "talk_summaries",
-            "session_pk = ?1",
-            &[s.pk],
-            dry_run,
-            g,
-        )?;
-        r.session_summaries += delete_layer(
-            &tx,
-            "session_summaries",
-            "session_pk = ?1",
-            &[s.pk],
-            dry_run,
-            g,
-        )?;
+        let cond = "session_pk = ?1";
+        r.observations += delete_layer(&tx, Layer::Observations, cond, &[s.pk], dry_run, g)?;
+        r.talk_summaries += delete_layer(&tx, Layer::Talks, cond, &[s.pk], dry_run, g)?;
+        r.session_summaries += delete_layer(&tx, Layer::Sessions, cond, &[s.pk], dry_run, g)?;
     }
     for &(pk, prompt) in &talks {
         let cond = "session_pk = ?1 AND prompt_number = ?2";
         let g = &mut r.gone;
-        r.observations += delete_layer(&tx, "observations", cond, &[pk, prompt], dry_run, g)?;
-        r.talk_summaries += delete_layer(&tx, "talk_summaries", cond, &[pk, prompt], dry_run, g)?;
+        r.observations += delete_layer(&tx, Layer::Observations, cond, &[pk, prompt], dry_run, g)?;
+        r.talk_summaries += delete_layer(&tx, Layer::Talks, cond, &[pk, prompt], dry_run, g)?;
     }
     for &pk in &touched_sessions {
         r.session_summaries += delete_layer(
             &tx,
-            "session_summaries",
+            Layer::Sessions,
             "session_pk = ?1",
             &[pk],
             dry_run,
@@ -491,43 +477,26 @@ fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>)
     })
 }
 
-const LAYERS: &[(&str, &str)] = &[
-    ("observations", "observations_fts"),
-    ("talk_summaries", "talk_summaries_fts"),
-    ("session_summaries", "session_summaries_fts"),
-];
-
-pub(super) fn fts_of(table: &str) -> &'static str {
-    LAYERS
-        .iter()
-        .find(|(t, _)| *t == table)
-        .map(|(_, f)| *f)
-        .expect("a layer table")
-}
-
 /// Deletes the layer rows matching `cond` and their full-text rows (their vectors follow by
 /// trigger); returns how many.
 fn delete_layer(
     tx: &Transaction<'_>,
-    table: &str,
+    layer: Layer,
     cond: &str,
     args: &[i64],
     dry_run: bool,
     gone: &mut Vec<(i64, i64)>,
 ) -> rusqlite::Result<u64> {
+    let (table, fts) = (layer.table(), layer.fts_table());
     let ids: Vec<i64> = {
         let mut st = tx.prepare_cached(&format!("SELECT id FROM {table} WHERE {cond}"))?;
         st.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?
     };
-    let code = LAYERS
-        .iter()
-        .position(|(t, _)| *t == table)
-        .map_or(0, |i| i as i64 + 1);
-    gone.extend(ids.iter().map(|id| (code, *id)));
+    gone.extend(ids.iter().map(|id| (layer.outbox_code(), *id)));
     if !dry_run {
         for id in &ids {
-            tx.prepare_cached(&format!("DELETE FROM {} WHERE rowid = ?1", fts_of(table)))?
+            tx.prepare_cached(&format!("DELETE FROM {fts} WHERE rowid = ?1"))?
                 .execute([id])?;
             tx.prepare_cached(&format!("DELETE FROM {table} WHERE id = ?1"))?
                 .execute([id])?;
@@ -551,8 +520,9 @@ fn layer_matches(
         "user_request || summary || completed",
         "summary || key_points",
     ];
-    for (i, (table, _)) in LAYERS.iter().enumerate() {
-        let prompt = if *table == "session_summaries" {
+    for (i, layer) in Layer::COMPACT.into_iter().enumerate() {
+        let table = layer.table();
+        let prompt = if layer == Layer::Sessions {
             "0"
         } else {
             "prompt_number"
@@ -566,7 +536,7 @@ fn layer_matches(
                 .collect::<rusqlite::Result<_>>()?
         };
         for (id, pk, prompt) in rows {
-            counts[i] += delete_layer(tx, table, "id = ?1", &[id], dry_run, gone)?;
+            counts[i] += delete_layer(tx, layer, "id = ?1", &[id], dry_run, gone)?;
             talks.insert((pk, prompt));
         }
     }

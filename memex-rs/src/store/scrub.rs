@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, Transaction, params};
 use serde::Serialize;
 
-use super::forget::{fts_of, repack, wiping};
+use super::forget::{repack, wiping};
 use super::{fts, zstd_bytes};
+use crate::layer::Layer;
 use crate::redact;
 
 /// What `memex scrub` found and changed, per rule.
@@ -194,9 +195,9 @@ fn scrub_in(
 
 /// The compact layers' text columns and the full-text body each row is indexed under (as
 /// the compact queue writes it).
-const LAYER_TEXT: &[(&str, &[&str], &str)] = &[
+const LAYER_TEXT: &[(Layer, &[&str], &str)] = &[
     (
-        "observations",
+        Layer::Observations,
         &["title", "subtitle", "facts", "narrative"],
         "title || char(10) || subtitle || char(10) || narrative || char(10) ||
          (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(facts)) || char(10) ||
@@ -204,13 +205,13 @@ const LAYER_TEXT: &[(&str, &[&str], &str)] = &[
          (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_read))",
     ),
     (
-        "talk_summaries",
+        Layer::Talks,
         &["user_request", "summary", "completed"],
         "user_request || char(10) || summary || char(10) || completed || char(10) ||
          (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_involved))",
     ),
     (
-        "session_summaries",
+        Layer::Sessions,
         &["summary", "key_points"],
         "summary || char(10) ||
          (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(key_points)) || char(10) ||
@@ -224,7 +225,8 @@ const LAYER_FTS_BYTES: usize = 1 << 20;
 
 fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Result<u64> {
     let mut n = 0;
-    for (table, columns, body) in LAYER_TEXT {
+    for (layer, columns, body) in LAYER_TEXT {
+        let (table, fts_table) = (layer.table(), layer.fts_table());
         let select = format!("SELECT id, {} FROM {table}", columns.join(", "));
         let rows: Vec<(i64, Vec<String>)> = {
             let mut st = tx.prepare(&select)?;
@@ -270,7 +272,6 @@ fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Re
                 [id],
                 |r| r.get(0),
             )?;
-            let fts_table = fts_of(table);
             tx.execute(&format!("DELETE FROM {fts_table} WHERE rowid = ?1"), [id])?;
             tx.execute(
                 &format!("INSERT INTO {fts_table} (rowid, body) VALUES (?1, ?2)"),

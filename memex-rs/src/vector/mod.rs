@@ -176,12 +176,12 @@ impl VectorStore {
     /// The table, opened once; `None` while it does not exist.
     async fn table(&self, t: Layer) -> Result<Option<Table>, VectorError> {
         let mut tables = self.tables.lock().await;
-        if let Some(table) = &tables[t.outbox_code() as usize] {
+        if let Some(table) = &tables[t.index()] {
             return Ok(Some(table.clone()));
         }
         match self.db.open_table(t.name()).execute().await {
             Ok(table) => {
-                tables[t.outbox_code() as usize] = Some(table.clone());
+                tables[t.index()] = Some(table.clone());
                 Ok(Some(table))
             }
             Err(lancedb::Error::TableNotFound { .. }) => Ok(None),
@@ -211,7 +211,7 @@ impl VectorStore {
     pub async fn drop_all(&self) -> Result<(), VectorError> {
         let mut tables = self.tables.lock().await;
         for t in Layer::ALL {
-            tables[t.outbox_code() as usize] = None;
+            tables[t.index()] = None;
             match self.db.drop_table(t.name(), &[]).await {
                 Ok(()) | Err(lancedb::Error::TableNotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
@@ -229,7 +229,7 @@ impl VectorStore {
         for t in Layer::ALL {
             let refs: Vec<i64> = gone
                 .iter()
-                .filter(|(code, _)| *code == t as i64)
+                .filter(|(code, _)| *code == t.outbox_code())
                 .map(|(_, id)| *id)
                 .collect();
             if refs.is_empty() {

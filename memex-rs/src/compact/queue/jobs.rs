@@ -47,8 +47,9 @@ pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
         "UPDATE compact_jobs SET state = 'running', updated_at = ?1
          WHERE id IN (SELECT id FROM compact_jobs
                       WHERE session_pk = ?2 AND state = 'pending' AND not_before <= ?1
-                      ORDER BY level = 'l3', prompt_number, id LIMIT {BATCH})
-         RETURNING id, level, session_pk, prompt_number, attempts"
+                      ORDER BY level = '{l3}', prompt_number, id LIMIT {BATCH})
+         RETURNING id, level, session_pk, prompt_number, attempts",
+        l3 = Layer::Sessions.job().unwrap_or_default(),
     ))?;
     let mut jobs: Vec<Job> = st
         .query_map([now, session], |r| {
