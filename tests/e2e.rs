@@ -163,8 +163,8 @@ fn search_returns_the_documented_fields_and_filters() {
     let bad = h.memex(&["search", "x", "--since", "yesterday-ish"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--since"));
-    let bad = h.memex(&["search", "x", "--agent", "cursor"]);
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown agent `cursor`"));
+    let bad = h.memex(&["search", "x", "--agent", "windsurf"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown agent `windsurf`"));
 }
 
 #[test]

@@ -167,7 +167,7 @@ async fn mcp_tools_answer_from_the_archive_and_reject_bad_arguments() {
         ),
         (
             "search_history",
-            json!({"query": "x", "agent": "cursor"}),
+            json!({"query": "x", "agent": "windsurf"}),
             "agent",
         ),
         (

@@ -398,7 +398,7 @@ fn bad_requests_get_a_clear_json_error_and_the_right_status() {
         ("/api/search?q=x&limit=abc", 400, "bad_parameter", "`limit`"),
         ("/api/search?q=x&limit=-5", 400, "bad_parameter", "`limit`"),
         (
-            "/api/search?q=x&agent=cursor",
+            "/api/search?q=x&agent=windsurf",
             400,
             "bad_parameter",
             "`agent`",

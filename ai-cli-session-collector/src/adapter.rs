@@ -49,6 +49,69 @@ pub enum ParseError {
         #[source]
         source: std::io::Error,
     },
+    /// The agent's database could not be opened or read (locked past the busy timeout,
+    /// corrupt, not a database). Nothing of it was taken; the next change reads it again.
+    #[error("cannot read the database {path}")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// How an agent keeps a conversation on disk. It decides how a source is read and what a
+/// change of it is; the store treats every kind alike (cursor and batch in one transaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// Lines appended to a file, read from a byte cursor (Claude Code, Codex, Copilot, Pi …).
+    Lines,
+    /// A whole file the agent rewrites in place (Cline/Roo tasks, Amp threads): read again on
+    /// change; its messages keep stable ids, and the ones that disappear are marked inactive.
+    Document,
+    /// A SQLite database the agent writes while Memex reads (OpenCode, Cursor, Goose, Crush):
+    /// opened read-only for one short read, rows taken above the marks the cursor keeps; its
+    /// write-ahead log is part of it.
+    Database,
+}
+
+impl SourceKind {
+    /// The other files whose change is a change of the source: a database's `-wal` (its
+    /// committed rows live there until a checkpoint moves them into the main file).
+    pub fn companions(self, path: &Path) -> Vec<PathBuf> {
+        match self {
+            SourceKind::Database => {
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                vec![PathBuf::from(wal)]
+            }
+            SourceKind::Lines | SourceKind::Document => Vec::new(),
+        }
+    }
+
+    /// Size and modification time (epoch ms) of the source and its companions: equal stamps
+    /// mean nothing changed since the last read.
+    pub fn stamp(self, path: &Path) -> std::io::Result<(u64, i64)> {
+        let meta = std::fs::metadata(path)?;
+        let mut size = meta.len();
+        let mut mtime = mtime_ms(&meta);
+        for c in self.companions(path) {
+            if let Ok(m) = std::fs::metadata(&c) {
+                // Sizes of both files, so a checkpoint that empties the log still changes it.
+                size = size.wrapping_add(m.len().rotate_left(32));
+                mtime = mtime.max(mtime_ms(&m));
+            }
+        }
+        Ok((size, mtime))
+    }
+}
+
+/// A file's modification time in epoch milliseconds (0 when the platform has none).
+pub fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// One agent's transcript format.
@@ -62,9 +125,52 @@ pub trait ConversationAdapter: Send + Sync {
     /// Whether `path`, found under `root`, is a transcript this adapter reads.
     fn is_transcript(&self, root: &Path, path: &Path) -> bool;
 
+    /// How the source at `path` is kept (one agent can have several kinds: Goose has a
+    /// database and legacy JSONL files).
+    fn source_kind(&self, _path: &Path) -> SourceKind {
+        SourceKind::Lines
+    }
+
+    /// The source that a change of `changed` (under `root`) is a change of: the file itself when
+    /// it is a transcript, the database whose `-wal` it is, or (for agents that spread one
+    /// conversation over many files) the file the adapter reads for it.
+    fn source_of(&self, root: &Path, changed: &Path) -> Option<PathBuf> {
+        if self.is_transcript(root, changed) {
+            return Some(changed.to_owned());
+        }
+        let name = changed.file_name()?.to_str()?;
+        let db = name.strip_suffix("-wal")?;
+        let db = changed.with_file_name(db);
+        (self.is_transcript(root, &db) && self.source_kind(&db) == SourceKind::Database)
+            .then_some(db)
+    }
+
+    /// Size and modification time that change whenever the source at `path` does: the store
+    /// reads a source again only when its stamp changed. By default the file and its
+    /// [`SourceKind::companions`]; an agent that spreads one conversation over many files
+    /// covers them all.
+    fn stamp(&self, _root: &Path, path: &Path) -> std::io::Result<(u64, i64)> {
+        self.source_kind(path).stamp(path)
+    }
+
+    /// Files this agent keeps inside project folders rather than under a root of its own
+    /// (Aider's `.aider.chat.history.md`, Crush's `.crush/crush.db`), relative to the project.
+    /// Such an agent's roots are project folders, looked into only at these paths.
+    fn project_files(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Every transcript under `root`, in the order they should be ingested (parents before the
     /// files that refer to them).
     fn discover(&self, root: &Path) -> Vec<PathBuf> {
+        if !self.project_files().is_empty() {
+            return self
+                .project_files()
+                .iter()
+                .map(|f| root.join(f))
+                .filter(|p| p.is_file() && self.is_transcript(root, p))
+                .collect();
+        }
         let mut files = files_under(root, |p| self.is_transcript(root, p));
         files.sort_by_key(|p| (p.components().count(), p.clone()));
         files
@@ -111,6 +217,20 @@ impl AdapterRegistry {
                 Box::new(crate::adapters::claude::ClaudeAdapter),
                 Box::new(crate::adapters::codex::CodexAdapter),
                 Box::new(crate::adapters::gemini::GeminiAdapter),
+                Box::new(crate::adapters::cursor::CursorAdapter),
+                Box::new(crate::adapters::cursor_ide::CursorIdeAdapter),
+                Box::new(crate::adapters::copilot::CopilotAdapter),
+                Box::new(crate::adapters::opencode::OpenCodeAdapter),
+                Box::new(crate::adapters::qwen::QwenAdapter),
+                Box::new(crate::adapters::antigravity::AntigravityAdapter),
+                Box::new(crate::adapters::cline::ClineAdapter),
+                Box::new(crate::adapters::roo::RooAdapter),
+                Box::new(crate::adapters::kiro::KiroAdapter),
+                Box::new(crate::adapters::goose::GooseAdapter),
+                Box::new(crate::adapters::crush::CrushAdapter),
+                Box::new(crate::adapters::aider::AiderAdapter),
+                Box::new(crate::adapters::amp::AmpAdapter),
+                Box::new(crate::adapters::pi::PiAdapter),
             ],
         }
     }
@@ -146,6 +266,22 @@ impl AdapterRegistry {
             (path.starts_with(root) && a.is_transcript(root, path)).then_some((a, root.as_path()))
         })
     }
+
+    /// The adapter, root and source that a change of `changed` is a change of (a database
+    /// whose `-wal` changed, a multi-file conversation), if any.
+    pub fn source_of<'a>(
+        &'a self,
+        roots: &'a [(String, PathBuf)],
+        changed: &Path,
+    ) -> Option<(&'a dyn ConversationAdapter, &'a Path, PathBuf)> {
+        roots.iter().find_map(|(name, root)| {
+            let a = self.get(name)?;
+            if !changed.starts_with(root) {
+                return None;
+            }
+            a.source_of(root, changed).map(|s| (a, root.as_path(), s))
+        })
+    }
 }
 
 /// One JSON record handed to an adapter by [`drive_jsonl`].
@@ -174,6 +310,18 @@ impl Emit {
             byte_offset: rec.offset,
             reason: reason.into(),
             kept: true,
+        });
+    }
+
+    /// Reports a problem at a place of a source that has no JSONL record (a document's element,
+    /// a database row): `line` is the element's index or row id.
+    pub fn issue(&mut self, line: u64, reason: impl Into<String>, kept: bool) {
+        self.out.issues.push(ParseIssue {
+            line,
+            // The position is the only key a problem without a byte offset has.
+            byte_offset: line,
+            reason: reason.into(),
+            kept,
         });
     }
 

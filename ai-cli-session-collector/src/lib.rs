@@ -1,4 +1,5 @@
-//! Lossless parsers for AI coding-agent transcripts (Claude Code, Codex CLI, Gemini CLI).
+//! Lossless parsers for AI coding-agent transcripts: Claude Code, Codex CLI, Gemini CLI and the
+//! other agents in `adapters/`, whether they append lines, rewrite documents or write SQLite.
 //!
 //! Each agent format is a [`ConversationAdapter`]; the [`AdapterRegistry`] holds them all.
 //! Adapters turn a transcript file, read incrementally from a [`Cursor`], into unified
@@ -7,11 +8,13 @@
 
 pub mod adapter;
 pub mod adapters;
+pub(crate) mod document;
 pub mod model;
 pub mod reader;
+pub mod sqlite;
 pub mod text;
 
-pub use adapter::{AdapterRegistry, ConversationAdapter, Env, ParseError};
+pub use adapter::{AdapterRegistry, ConversationAdapter, Env, ParseError, SourceKind};
 pub use model::{
     Cursor, Edit, Flags, MessageKind, ParseIssue, ParseOutput, ParsedMessage, Role, SessionInfo,
     TitleSource, ToolCall, ToolResult, Usage, aggregate_usage,
