@@ -5,6 +5,7 @@
 
 mod common;
 
+mod agents;
 mod compact;
 mod e2e;
 mod inject;

@@ -10,11 +10,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub data: DataSettings,
-    /// Transcript roots per agent; an empty list means the agent's default roots.
+    /// Per agent: whether it is read, and from where. An agent without a section is read
+    /// from its default folders.
+    pub agents: BTreeMap<String, AgentSettings>,
+    /// Transcript roots per agent, as before `[agents]` existed; `[agents.<name>] roots` wins
+    /// when both are set.
     pub sources: BTreeMap<String, Vec<String>>,
     pub store: StoreSettings,
     pub import: ImportSettings,
@@ -160,6 +164,30 @@ pub struct ImportSettings {
     pub threads: usize,
     /// Bytes of transcript per write transaction.
     pub batch_bytes: usize,
+}
+
+/// One agent's `[agents.<name>]` section.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    /// Read this agent's transcripts (import, watch) at all.
+    pub enabled: bool,
+    /// Folders to read; empty means the agent's defaults. For agents that keep their files in
+    /// project folders (aider, crush) these are project folders.
+    pub roots: Vec<String>,
+    /// Agents that keep their files in project folders: also look in every project folder the
+    /// archive knows from other agents' sessions (one look per folder, at the agent's file).
+    pub known_projects: bool,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            enabled: true,
+            roots: Vec::new(),
+            known_projects: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -400,27 +428,6 @@ impl Default for ImportSettings {
     }
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let sources = ai_cli_session_collector::AdapterRegistry::new()
-            .names()
-            .into_iter()
-            .map(|n| (n.to_owned(), Vec::new()))
-            .collect();
-        Settings {
-            data: DataSettings::default(),
-            sources,
-            store: StoreSettings::default(),
-            import: ImportSettings::default(),
-            watch: WatchSettings::default(),
-            api: ApiSettings::default(),
-            compact: CompactSettings::default(),
-            vector: VectorSettings::default(),
-            inject: InjectSettings::default(),
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("config file {0} does not exist")]
@@ -469,11 +476,21 @@ fn keys() -> Vec<String> {
     let v = serde_json::to_value(Settings::default()).expect("settings serialize");
     let mut out = Vec::new();
     walk("", &v, &mut out);
+    // Per-agent keys exist only when set, and can still be set from the environment.
+    let names = ai_cli_session_collector::AdapterRegistry::new().names();
+    for n in names {
+        out.extend([
+            format!("sources.{n}"),
+            format!("agents.{n}.enabled"),
+            format!("agents.{n}.roots"),
+            format!("agents.{n}.known_projects"),
+        ]);
+    }
     out
 }
 
 fn env_name(key: &str) -> String {
-    format!("MEMEX_{}", key.replace('.', "_").to_uppercase())
+    format!("MEMEX_{}", key.replace(['.', '-'], "_").to_uppercase())
 }
 
 pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
@@ -500,10 +517,10 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
     if file_exists {
         b = b.add_source(config::File::from(file.as_path()).format(config::FileFormat::Toml));
     }
-    let list_keys: Vec<String> = Settings::default()
-        .sources
-        .keys()
-        .map(|k| format!("sources.{k}"))
+    let names = ai_cli_session_collector::AdapterRegistry::new().names();
+    let list_keys: Vec<String> = names
+        .iter()
+        .flat_map(|k| [format!("sources.{k}"), format!("agents.{k}.roots")])
         .chain([
             "compact.fallback".to_owned(),
             "inject.exclude_projects".to_owned(),
@@ -585,7 +602,8 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
     for p in settings.inject.exclude_projects.iter_mut() {
         *p = expand(p, inputs.home, inputs.env);
     }
-    for roots in settings.sources.values_mut() {
+    let agent_roots = settings.agents.values_mut().map(|a| &mut a.roots);
+    for roots in settings.sources.values_mut().chain(agent_roots) {
         for r in roots.iter_mut() {
             *r = expand(r, inputs.home, inputs.env);
         }
@@ -609,6 +627,12 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     if let Some(k) = s.sources.keys().find(|k| !names.contains(&k.as_str())) {
         return bad(
             &format!("sources.{k}"),
+            format!("unknown agent; accepted: {}", names.join(", ")),
+        );
+    }
+    if let Some(k) = s.agents.keys().find(|k| !names.contains(&k.as_str())) {
+        return bad(
+            &format!("agents.{k}"),
             format!("unknown agent; accepted: {}", names.join(", ")),
         );
     }
@@ -866,23 +890,49 @@ impl Settings {
         PathBuf::from(&self.data.dir)
     }
 
-    /// The roots to read, per agent: configured ones, or the adapter's defaults.
+    /// One agent's settings (the defaults when its section is absent).
+    pub fn agent(&self, name: &str) -> AgentSettings {
+        self.agents.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The roots to read, per enabled agent: configured ones, or the adapter's defaults.
     pub fn roots(
         &self,
         registry: &ai_cli_session_collector::AdapterRegistry,
         env: &ai_cli_session_collector::Env,
     ) -> Vec<(String, PathBuf)> {
-        registry
-            .all()
-            .flat_map(|a| {
-                let configured = self.sources.get(a.name()).filter(|r| !r.is_empty());
-                let roots: Vec<PathBuf> = match configured {
-                    Some(r) => r.iter().map(PathBuf::from).collect(),
-                    None => a.default_roots(env),
-                };
-                roots.into_iter().map(move |r| (a.name().to_owned(), r))
-            })
-            .collect()
+        self.roots_with_projects(registry, env, &[])
+    }
+
+    /// [`Settings::roots`], and for the agents that keep their files in project folders, every
+    /// folder of `projects` (the archive's known projects) where `known_projects` is on.
+    pub fn roots_with_projects(
+        &self,
+        registry: &ai_cli_session_collector::AdapterRegistry,
+        env: &ai_cli_session_collector::Env,
+        projects: &[PathBuf],
+    ) -> Vec<(String, PathBuf)> {
+        let mut out: Vec<(String, PathBuf)> = Vec::new();
+        for a in registry.all() {
+            let settings = self.agent(a.name());
+            if !settings.enabled {
+                continue;
+            }
+            let configured = Some(&settings.roots)
+                .filter(|r| !r.is_empty())
+                .or_else(|| self.sources.get(a.name()).filter(|r| !r.is_empty()));
+            let mut roots: Vec<PathBuf> = match configured {
+                Some(r) => r.iter().map(PathBuf::from).collect(),
+                None => a.default_roots(env),
+            };
+            if !a.project_files().is_empty() && settings.known_projects {
+                roots.extend(projects.iter().cloned());
+            }
+            roots.sort();
+            roots.dedup();
+            out.extend(roots.into_iter().map(|r| (a.name().to_owned(), r)));
+        }
+        out
     }
 
     /// The settings as `memex config` shows them: secrets replaced by `(set)`.
@@ -1026,8 +1076,15 @@ mod tests {
         assert_eq!(ok.settings.api.token, "abc123");
         assert_eq!(ok.settings.for_display().api.token, "(set)");
         let f = dir.path().join("c.toml");
-        std::fs::write(&f, "[sources]\ncursor = [\"/x\"]\n").unwrap();
+        std::fs::write(&f, "[sources]\nwindsurf = [\"/x\"]\n").unwrap();
+        let err = resolve_with(dir.path(), &[], Some(f.clone())).unwrap_err();
+        assert!(err.to_string().contains("sources.windsurf"), "{err}");
+        std::fs::write(&f, "[agents.windsurf]\nenabled = true\n").unwrap();
         let err = resolve_with(dir.path(), &[], Some(f)).unwrap_err();
-        assert!(err.to_string().contains("sources.cursor"), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("agents.windsurf") && msg.contains("cursor-ide"),
+            "{msg}"
+        );
     }
 }

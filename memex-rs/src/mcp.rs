@@ -114,7 +114,8 @@ pub struct SearchArgs {
     pub limit: Option<u32>,
     /// A project path (its cwd, git root or anything below) or part of a project name.
     pub project: Option<String>,
-    /// claude, codex or gemini.
+    /// The agent by name: claude, codex, gemini, cursor, cursor-ide, copilot, opencode, qwen,
+    /// antigravity, cline, roo, kiro, goose, crush, aider, amp or pi.
     pub agent: Option<String>,
     /// Only this session.
     pub session: Option<String>,

@@ -1,7 +1,9 @@
 //! The watcher component: `notify` wrapped in an actor thread that turns file-system events
 //! under the agents' transcript roots into debounced [`Change`]s for the ingester.
 //!
-//! - Every root is watched recursively; a root that does not exist yet is watched through its
+//! - Every root is watched recursively, except a project folder of an agent that keeps its
+//!   files in projects (Aider, Crush): there only the folder that holds the agent's file is
+//!   watched, not recursively, so a large work tree costs one watch. A root that does not exist yet is watched through its
 //!   nearest existing ancestor and taken up (with a scan) the moment it appears.
 //! - A folder that appears under a root is scanned, because files can be written into it before
 //!   its own watch is in place.
@@ -159,17 +161,26 @@ pub fn start(
     };
     let mut actor = Actor {
         watcher,
-        registry,
         roots: cfg
             .roots
             .iter()
-            .map(|(agent, path)| Root {
-                agent: agent.clone(),
-                path: path.clone(),
-                watched: None,
-                error: None,
+            .map(|(agent, path)| {
+                // A project folder is watched only where the agent's file lives.
+                let in_project = registry
+                    .get(agent)
+                    .and_then(|a| a.project_files().first())
+                    .and_then(|f| path.join(f).parent().map(Path::to_owned));
+                Root {
+                    agent: agent.clone(),
+                    path: path.clone(),
+                    target: in_project.clone().unwrap_or_else(|| path.clone()),
+                    recursive: in_project.is_none(),
+                    watched: None,
+                    error: None,
+                }
             })
             .collect(),
+        registry,
         debounce: cfg.debounce,
         status,
         overflow,
@@ -191,8 +202,12 @@ pub fn start(
 struct Root {
     agent: String,
     path: PathBuf,
-    /// The folder actually watched: the root itself (recursively) or, while the root does not
-    /// exist, its nearest existing ancestor (not recursively).
+    /// The folder to watch: the root, or in a project folder the folder of the agent's file.
+    target: PathBuf,
+    /// Whether `target` is watched with everything under it.
+    recursive: bool,
+    /// The folder actually watched: the target or, while the target does not exist, its
+    /// nearest existing ancestor (not recursively).
     watched: Option<PathBuf>,
     error: Option<String>,
 }
@@ -290,7 +305,7 @@ impl Actor {
         }
         // Something changed near a root that is not there yet, or a root went away.
         let near_missing = self.roots.iter().any(|r| {
-            r.watched.as_ref() != Some(&r.path)
+            r.watched.as_ref() != Some(&r.target)
                 && ev
                     .paths
                     .iter()
@@ -299,7 +314,7 @@ impl Actor {
         let root_gone = ev.paths.iter().any(|p| {
             self.roots
                 .iter()
-                .any(|r| r.path.starts_with(p) && !r.path.is_dir())
+                .any(|r| r.target.starts_with(p) && !r.target.is_dir())
         });
         if near_missing || root_gone {
             self.place_watches(true);
@@ -309,27 +324,30 @@ impl Actor {
             let Some(root) = self
                 .roots
                 .iter()
-                .filter(|r| r.watched.as_ref() == Some(&r.path) && p.starts_with(&r.path))
+                .filter(|r| r.watched.as_ref() == Some(&r.target) && p.starts_with(&r.path))
                 .max_by_key(|r| r.path.as_os_str().len())
             else {
                 continue;
             };
             if p.is_dir() {
-                if matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_)) {
+                if root.recursive && matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_))
+                {
                     added
                         .scans
                         .insert((root.agent.clone(), root.path.clone(), p.clone()));
                 }
                 continue;
             }
-            let is_transcript = self
+            // A transcript, or a change of one: a database's `-wal`, a part of a conversation
+            // kept in many files.
+            let source = self
                 .registry
                 .get(&root.agent)
-                .is_some_and(|a| a.is_transcript(&root.path, p));
-            if is_transcript {
+                .and_then(|a| a.source_of(&root.path, p));
+            if let Some(source) = source {
                 added
                     .files
-                    .insert((root.agent.clone(), root.path.clone(), p.clone()));
+                    .insert((root.agent.clone(), root.path.clone(), source));
             } else if p != &root.path
                 && matches!(ev.kind, EventKind::Remove(_) | EventKind::Modify(_))
                 && !p.exists()
@@ -352,7 +370,7 @@ impl Actor {
             since: Some(Instant::now()),
             ..Change::default()
         };
-        for r in self.roots.iter().filter(|r| r.path.is_dir()) {
+        for r in self.roots.iter().filter(|r| r.target.is_dir()) {
             c.scans
                 .insert((r.agent.clone(), r.path.clone(), r.path.clone()));
         }
@@ -366,10 +384,10 @@ impl Actor {
             .roots
             .iter()
             .map(|r| {
-                if r.path.is_dir() {
-                    Some(r.path.clone())
+                if r.target.is_dir() {
+                    Some(r.target.clone())
                 } else {
-                    r.path
+                    r.target
                         .ancestors()
                         .skip(1)
                         .find(|a| a.is_dir())
@@ -396,14 +414,14 @@ impl Actor {
             let r = &mut self.roots[i];
             r.error = None;
             let Some(t) = target else { continue };
-            let mode = if t == r.path {
+            let mode = if t == r.target && r.recursive {
                 RecursiveMode::Recursive
             } else {
                 RecursiveMode::NonRecursive
             };
             match self.watcher.watch(&t, mode) {
                 Ok(()) => {
-                    if t == r.path {
+                    if t == r.target {
                         tracing::info!(agent = %r.agent, root = %r.path.display(), "watching");
                         if scan_new {
                             scans.push((r.agent.clone(), r.path.clone(), r.path.clone()));
@@ -437,7 +455,7 @@ impl Actor {
                 path: r.path.clone(),
                 state: match (&r.error, &r.watched) {
                     (Some(_), _) => "failed",
-                    (None, Some(w)) if w == &r.path => "watching",
+                    (None, Some(w)) if w == &r.target => "watching",
                     _ => "waiting",
                 },
                 error: r.error.clone(),

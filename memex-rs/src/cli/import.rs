@@ -16,7 +16,7 @@ pub(super) fn import(ctx: &Ctx, a: ImportArgs) -> Result<()> {
     check_agent(&registry, &a.agent)?;
     let s = &ctx.resolved.settings;
     let roots: Vec<(String, PathBuf)> = s
-        .roots(&registry, &ctx.env)
+        .roots_with_projects(&registry, &ctx.env, &super::known_projects(ctx))
         .into_iter()
         .filter(|(agent, root)| a.agent.as_ref().is_none_or(|x| x == agent) && root.is_dir())
         .collect();

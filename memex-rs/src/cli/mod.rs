@@ -1,5 +1,6 @@
 //! The `memex` command line: argument parsing and the one-shot commands. Data goes to stdout
 //! (`--json` wherever output is data), progress and diagnostics to stderr.
+mod agents;
 mod compact;
 mod forget;
 mod hooks;
@@ -104,6 +105,11 @@ pub enum Command {
         #[command(subcommand)]
         command: HooksCommand,
     },
+    /// Every agent Memex reads: installed here or not, where it looks, what the archive holds.
+    Agents {
+        #[arg(long)]
+        json: bool,
+    },
     /// Archive, compaction, token and injection statistics.
     Stats {
         #[arg(long)]
@@ -130,7 +136,7 @@ pub struct ServeArgs {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// Only this agent (claude, codex, gemini).
+    /// Only this agent (`memex agents` lists them).
     #[arg(long)]
     pub agent: Option<String>,
     #[arg(long)]
@@ -354,6 +360,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Models { command } => models::models(&ctx, command),
         Command::Inject { .. } | Command::Hook { .. } => unreachable!("handled above"),
         Command::Hooks { command } => hooks::hooks(&ctx, &cli_globals, command),
+        Command::Agents { json } => agents::agents(&ctx, json),
         Command::Stats { json } => status::stats(&ctx, json),
         Command::Status { json } => status::status(&ctx, json),
         Command::Config { json } => status::show_config(&ctx, json),
@@ -376,6 +383,15 @@ fn check_agent(registry: &AdapterRegistry, agent: &Option<String>) -> Result<()>
 fn reader(ctx: &Ctx) -> Result<rusqlite::Connection> {
     let dir = ctx.resolved.settings.data_dir();
     store::open(&dir).with_context(|| format!("cannot open the archive in {}", dir.display()))
+}
+
+/// The project folders the archive knows, where agents that keep their files in projects are
+/// looked for (none when the archive cannot be read yet).
+fn known_projects(ctx: &Ctx) -> Vec<PathBuf> {
+    reader(ctx)
+        .ok()
+        .and_then(|c| read::known_projects(&c).ok())
+        .unwrap_or_default()
 }
 
 /// The archive's lock (exit 3 with `hint` when a service holds it) and its writer thread.

@@ -13,7 +13,7 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
     let bind: std::net::SocketAddr = s.api.bind.parse().context("api.bind")?;
     let cfg = crate::service::ServeConfig {
         settings: s.clone(),
-        roots: s.roots(&registry, &ctx.env),
+        roots: s.roots_with_projects(&registry, &ctx.env, &super::known_projects(ctx)),
         bind,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -456,3 +456,120 @@ pub fn activity(conn: &Connection, idle_minutes: u64, now_ms: i64) -> rusqlite::
         },
     )
 }
+
+/// What the archive holds of one agent (`memex agents`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentArchive {
+    pub files: i64,
+    pub files_gone: i64,
+    pub sessions: i64,
+    pub messages: i64,
+    pub prompts: i64,
+    pub last_activity: Option<String>,
+    /// Records that could not be read (skipped), over all its files.
+    pub bad_records: i64,
+    /// Problems with records that were still stored (an unknown record type, bad UTF-8).
+    pub records_with_issues: i64,
+}
+
+/// One reported problem in an agent's files, newest files first.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileProblem {
+    pub file: String,
+    pub line: i64,
+    pub reason: String,
+    pub kept: bool,
+}
+
+/// Per agent: files, sessions, messages, last activity and the problems found in its files.
+pub fn agents(
+    conn: &Connection,
+) -> rusqlite::Result<std::collections::BTreeMap<String, AgentArchive>> {
+    let mut out: std::collections::BTreeMap<String, AgentArchive> = Default::default();
+    let mut st = conn.prepare(
+        "SELECT agent, COUNT(*), COALESCE(SUM(message_count), 0), COALESCE(SUM(prompt_count), 0),
+                MAX(updated_at)
+         FROM sessions WHERE message_count > 0 GROUP BY agent",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, Option<i64>>(4)?,
+        ))
+    })?;
+    for row in rows {
+        let (agent, sessions, messages, prompts, last) = row?;
+        let a = out.entry(agent).or_default();
+        a.sessions = sessions;
+        a.messages = messages;
+        a.prompts = prompts;
+        a.last_activity = iso(last);
+    }
+    let mut st = conn.prepare(
+        "SELECT f.agent, COUNT(*), COALESCE(SUM(f.gone), 0),
+                (SELECT COUNT(*) FROM parse_issues i JOIN source_files g ON g.id = i.source_file_id
+                  WHERE g.agent = f.agent AND i.kept = 0),
+                (SELECT COUNT(*) FROM parse_issues i JOIN source_files g ON g.id = i.source_file_id
+                  WHERE g.agent = f.agent AND i.kept = 1)
+         FROM source_files f GROUP BY f.agent",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
+    })?;
+    for row in rows {
+        let (agent, files, gone, bad, issues) = row?;
+        let a = out.entry(agent).or_default();
+        a.files = files;
+        a.files_gone = gone;
+        a.bad_records = bad;
+        a.records_with_issues = issues;
+    }
+    Ok(out)
+}
+
+/// The latest `limit` problems recorded in one agent's files.
+pub fn agent_problems(
+    conn: &Connection,
+    agent: &str,
+    limit: u32,
+) -> rusqlite::Result<Vec<FileProblem>> {
+    let mut st = conn.prepare(
+        "SELECT f.path, i.line, i.reason, i.kept FROM parse_issues i
+         JOIN source_files f ON f.id = i.source_file_id
+         WHERE f.agent = ?1 ORDER BY f.updated_at DESC, i.line LIMIT ?2",
+    )?;
+    st.query_map(params![agent, limit], |r| {
+        Ok(FileProblem {
+            file: r.get(0)?,
+            line: r.get(1)?,
+            reason: r.get(2)?,
+            kept: r.get(3)?,
+        })
+    })?
+    .collect()
+}
+
+/// Every project folder the archive knows (sessions' folders and their git work trees) that
+/// exists on this machine: where agents that keep files in projects are looked for.
+pub fn known_projects(conn: &Connection) -> rusqlite::Result<Vec<std::path::PathBuf>> {
+    let mut st = conn.prepare(
+        "SELECT project_path FROM sessions WHERE project_path IS NOT NULL
+         UNION SELECT git_root FROM sessions WHERE git_root IS NOT NULL",
+    )?;
+    let paths = st
+        .query_map([], |r| r.get::<_, String>(0))?
+        .filter_map(Result::ok)
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .collect();
+    Ok(paths)
+}

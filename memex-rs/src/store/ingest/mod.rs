@@ -95,13 +95,6 @@ pub struct ImportReport {
     pub failed: Vec<Job>,
 }
 
-fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// The stored cursor, size and mtime of a file.
 fn stored_cursor(conn: &Connection, path: &Path) -> rusqlite::Result<Option<(Cursor, u64, i64)>> {
     conn.query_row(
@@ -160,8 +153,7 @@ pub fn ingest_file(
     let adapter = registry
         .get(job.agent)
         .ok_or_else(|| IngestError::NoAdapter(job.agent.to_owned()))?;
-    let meta = std::fs::metadata(&job.path)?;
-    let (size, mtime) = (meta.len(), mtime_ms(&meta));
+    let (size, mtime) = adapter.stamp(&job.root, &job.path)?;
     let stored = stored_cursor(reader, &job.path)?;
     if let Some((_, s, m)) = &stored
         && *s == size
