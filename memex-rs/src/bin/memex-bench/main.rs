@@ -9,6 +9,8 @@
 //! memex-bench live     --memex BIN --corpus DIR --data DIR
 //!                      a real `memex serve` on that archive: append → searchable latency,
 //!                      idle and burst RSS, HTTP search throughput, shutdown time
+//! memex-bench generate-agents --out DIR --rows N   a Crush database and Roo task documents
+//! memex-bench live-db  --memex BIN [--rows N]      committed SQLite row → searchable latency
 //! ```
 
 use std::io::Write;
@@ -475,11 +477,14 @@ fn import_roots(roots: &[(String, PathBuf)], data: &Path) {
 }
 
 fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
-    vec![
+    let mut roots = vec![
         ("claude".into(), corpus.join("claude")),
         ("codex".into(), corpus.join("codex")),
         ("gemini".into(), corpus.join("gemini")),
-    ]
+    ];
+    // A `generate-agents` corpus: the database and document source kinds.
+    roots.extend(agents::roots(corpus));
+    roots
 }
 
 fn import(corpus: &Path, data: &Path, threads: usize, pre: Option<String>) {
@@ -612,6 +617,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
     );
 }
 
+mod agents;
 mod eval;
 mod inject;
 mod live;
@@ -889,6 +895,15 @@ fn main() {
             arg("--runs").map_or(200, |n| n.parse().expect("--runs N")),
             args.iter().any(|a| a == "--reuse"),
         ),
+        Some("generate-agents") => agents::generate(
+            &path("--out"),
+            arg("--rows").map_or(100_000, |m| m.parse().expect("--rows N")),
+        ),
+        Some("live-db") => agents::live(
+            &path("--memex"),
+            arg("--rows").map_or(100_000, |m| m.parse().expect("--rows N")),
+            arg("--inserts").map_or(100, |m| m.parse().expect("--inserts N")),
+        ),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
             corpus: path("--corpus"),
@@ -900,7 +915,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }
