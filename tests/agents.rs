@@ -246,10 +246,13 @@ fn crush_hits(s: &Server, word: &str) -> usize {
         .len()
 }
 
+/// The service reading the Crush project, which Aider reads too (as it does once the archive
+/// knows the project): a change must still reach the agent whose file it is.
 fn serve_crush(h: &AgentsHome) -> Server {
     let root = h.project("demo-app");
     let s = h.home.serve(&[
         ("MEMEX_AGENTS_CRUSH_ROOTS", root.to_str().unwrap()),
+        ("MEMEX_AGENTS_AIDER_ROOTS", root.to_str().unwrap()),
         ("MEMEX_VECTOR_PROVIDER", "off"),
     ]);
     s.wait_watching();

@@ -321,16 +321,21 @@ impl Actor {
         }
         let mut added = Change::default();
         for p in &ev.paths {
-            let Some(root) = self
+            // Every watched root that holds the path, the deepest first: several agents can
+            // share a folder (Aider and Crush in one project), and the path belongs to the
+            // first whose adapter reads it.
+            let mut holders: Vec<&Root> = self
                 .roots
                 .iter()
                 .filter(|r| r.watched.as_ref() == Some(&r.target) && p.starts_with(&r.path))
-                .max_by_key(|r| r.path.as_os_str().len())
-            else {
+                .collect();
+            holders.sort_by_key(|r| std::cmp::Reverse(r.path.as_os_str().len()));
+            let Some(&deepest) = holders.first() else {
                 continue;
             };
             if p.is_dir() {
-                if root.recursive && matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_))
+                if let Some(root) = holders.iter().find(|r| r.recursive)
+                    && matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_))
                 {
                     added
                         .scans
@@ -340,15 +345,15 @@ impl Actor {
             }
             // A transcript, or a change of one: a database's `-wal`, a part of a conversation
             // kept in many files.
-            let source = self
-                .registry
-                .get(&root.agent)
-                .and_then(|a| a.source_of(&root.path, p));
-            if let Some(source) = source {
+            let source = holders.iter().find_map(|r| {
+                let a = self.registry.get(&r.agent)?;
+                a.source_of(&r.path, p).map(|s| (*r, s))
+            });
+            if let Some((root, source)) = source {
                 added
                     .files
                     .insert((root.agent.clone(), root.path.clone(), source));
-            } else if p != &root.path
+            } else if p != &deepest.path
                 && matches!(ev.kind, EventKind::Remove(_) | EventKind::Modify(_))
                 && !p.exists()
             {

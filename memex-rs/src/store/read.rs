@@ -559,7 +559,9 @@ pub fn agent_problems(
 }
 
 /// Every project folder the archive knows (sessions' folders and their git work trees) that
-/// exists on this machine: where agents that keep files in projects are looked for.
+/// exists on this machine and is the user's own: where agents that keep files in projects are
+/// looked for. A folder someone else owns or anyone may write to (`/tmp`, `/`, another user's
+/// checkout) is left out: what another user put there is not this user's history.
 pub fn known_projects(conn: &Connection) -> rusqlite::Result<Vec<std::path::PathBuf>> {
     let mut st = conn.prepare(
         "SELECT project_path FROM sessions WHERE project_path IS NOT NULL
@@ -569,7 +571,58 @@ pub fn known_projects(conn: &Connection) -> rusqlite::Result<Vec<std::path::Path
         .query_map([], |r| r.get::<_, String>(0))?
         .filter_map(Result::ok)
         .map(std::path::PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_dir())
+        .filter(|p| p.is_absolute() && p.parent().is_some() && own_folder(p))
         .collect();
     Ok(paths)
+}
+
+/// A folder owned by this user that only its owner (and group) may write to.
+#[cfg(unix)]
+fn own_folder(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o002 == 0)
+}
+
+#[cfg(not(unix))]
+fn own_folder(p: &std::path::Path) -> bool {
+    p.is_dir()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_projects_are_only_the_users_own_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("app");
+        std::fs::create_dir(&mine).unwrap();
+        let open = dir.path().join("shared");
+        std::fs::create_dir(&open).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let conn = crate::store::open(&dir.path().join("data")).unwrap();
+        for (i, p) in [
+            mine.to_str().unwrap(),
+            open.to_str().unwrap(),
+            "/",
+            "relative/path",
+            "/does/not/exist",
+        ]
+        .iter()
+        .enumerate()
+        {
+            conn.execute(
+                "INSERT INTO sessions (agent, session_id, project_path) VALUES ('claude', ?1, ?2)",
+                params![format!("s{i}"), p],
+            )
+            .unwrap();
+        }
+        assert_eq!(known_projects(&conn).unwrap(), vec![mine]);
+    }
 }
