@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::model::{Cursor, ParseIssue, ParseOutput, ParsedMessage};
+use crate::model::{
+    Cursor, MessageKind, ParseIssue, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource,
+    ToolCall, ToolResult, Usage,
+};
 use crate::reader;
 
 /// The environment adapters resolve their default roots from. Passed in, never read from the
@@ -92,11 +95,17 @@ impl SourceKind {
     /// Size and modification time (epoch ms) of the source and its companions: equal stamps
     /// mean nothing changed since the last read.
     pub fn stamp(self, path: &Path) -> std::io::Result<(u64, i64)> {
+        self.stamp_with(path, &[])
+    }
+
+    /// [`SourceKind::stamp`] that also covers `side` (files beside the source that the adapter
+    /// reads with it: a title, a workspace, a sidecar).
+    pub fn stamp_with(self, path: &Path, side: &[PathBuf]) -> std::io::Result<(u64, i64)> {
         let meta = std::fs::metadata(path)?;
         let mut size = meta.len();
         let mut mtime = mtime_ms(&meta);
-        for c in self.companions(path) {
-            if let Ok(m) = std::fs::metadata(&c) {
+        for c in self.companions(path).iter().chain(side) {
+            if let Ok(m) = std::fs::metadata(c) {
                 // Sizes of both files, so a checkpoint that empties the log still changes it.
                 size = size.wrapping_add(m.len().rotate_left(32));
                 mtime = mtime.max(mtime_ms(&m));
@@ -150,7 +159,15 @@ pub trait ConversationAdapter: Send + Sync {
     /// [`SourceKind::companions`]; an agent that spreads one conversation over many files
     /// covers them all.
     fn stamp(&self, _root: &Path, path: &Path) -> std::io::Result<(u64, i64)> {
-        self.source_kind(path).stamp(path)
+        self.source_kind(path)
+            .stamp_with(path, &self.side_files(path))
+    }
+
+    /// Files beside the source at `path` that the adapter reads with it (Copilot's
+    /// `workspace.yaml`, a Roo task's `history_item.json`, Kiro's sidecar): a change of one is a
+    /// change of the source. `source_of` must map each of them back to `path`.
+    fn side_files(&self, _path: &Path) -> Vec<PathBuf> {
+        Vec::new()
     }
 
     /// Files this agent keeps inside project folders rather than under a root of its own
@@ -514,6 +531,16 @@ pub(crate) fn u64_of(v: &serde_json::Value, key: &str) -> u64 {
     v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
+/// A folder from an override variable (`PI_CODING_AGENT_DIR`, `QWEN_HOME`, `KIRO_HOME`, …) with
+/// `~` and `~/…` resolved against the home folder, as those agents do; any other value as it is.
+pub(crate) fn expand_home(dir: &str, env: &Env) -> PathBuf {
+    match dir.strip_prefix('~') {
+        Some("") => env.home.clone(),
+        Some(rest) if rest.starts_with('/') || rest.starts_with('\\') => env.home.join(&rest[1..]),
+        _ => PathBuf::from(dir),
+    }
+}
+
 /// A new message with everything but the essentials empty.
 pub(crate) fn blank(
     agent: &'static str,
@@ -544,5 +571,163 @@ pub(crate) fn blank(
         line: 0,
         seq: 0,
         raw: None,
+    }
+}
+
+/// Tool call `call` (its `name`, its input under key `input`, its id under key `id`) as the
+/// message `new` makes of the call's text.
+pub(crate) fn tool_call_of(
+    call: &serde_json::Value,
+    input: &str,
+    id: &str,
+    new: impl FnOnce(String) -> ParsedMessage,
+) -> ParsedMessage {
+    let name = str_of(call, "name").unwrap_or("unknown").to_owned();
+    let input = call.get(input).cloned().unwrap_or(serde_json::Value::Null);
+    let mut m = new(crate::text::tool_call_text(&name, &input));
+    m.tool_call = Some(ToolCall {
+        name,
+        input,
+        call_id: string_of(call, id),
+    });
+    m
+}
+
+/// A session's usage totals as the agent keeps them in its session row.
+pub(crate) fn usage_of(
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+) -> Option<Usage> {
+    (input + output + cache_read + cache_write > 0).then_some(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: cache_read,
+        cache_creation_tokens: cache_write,
+        reasoning_tokens: 0,
+    })
+}
+
+/// The first prompt as the session's title, unless this read already has a title for it.
+pub(crate) fn offer_first_prompt(info: &mut SessionInfo, msgs: &[ParsedMessage]) {
+    if info.title.is_some() {
+        return;
+    }
+    if let Some(p) = msgs.iter().find(|m| m.kind == MessageKind::UserPrompt) {
+        let t = crate::text::prompt_title(&p.text);
+        if !t.is_empty() {
+            info.title = Some((TitleSource::FirstPrompt, t));
+        }
+    }
+}
+
+/// What the messages made of one record (a row, a line) share when the record is split into one
+/// message per part: ids `<base>` for part 0 and `<base>#<part>` after it, the prompt number,
+/// time and folder, the model on assistant messages, and in a sub-agent's session the sidechain
+/// flag with the session as agent id.
+pub(crate) struct RecordCtx<'a> {
+    pub agent: &'static str,
+    pub sid: &'a str,
+    pub base: &'a str,
+    pub number: u32,
+    pub timestamp: Option<i64>,
+    pub cwd: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub sub: bool,
+}
+
+impl RecordCtx<'_> {
+    /// The message of part `i`, with nothing but what the record gives.
+    pub(crate) fn message(&self, i: usize, role: Role, kind: MessageKind) -> ParsedMessage {
+        let id = if i == 0 {
+            self.base.to_owned()
+        } else {
+            format!("{}#{i}", self.base)
+        };
+        let mut m = blank(self.agent, self.sid, id, role, kind);
+        m.prompt_number = self.number;
+        m.timestamp = self.timestamp;
+        m.cwd = self.cwd.map(str::to_owned);
+        if role == Role::Assistant {
+            m.model = self.model.map(str::to_owned);
+        }
+        m.flags.sidechain = self.sub;
+        m.agent_id = self.sub.then(|| self.sid.to_owned());
+        m
+    }
+
+    /// The message of part `i` holding `text`.
+    pub(crate) fn text(
+        &self,
+        i: usize,
+        role: Role,
+        kind: MessageKind,
+        text: impl Into<String>,
+    ) -> ParsedMessage {
+        let mut m = self.message(i, role, kind);
+        m.text = text.into();
+        m
+    }
+
+    /// Part `i` as the call of tool `name` with `input`.
+    pub(crate) fn tool_call(
+        &self,
+        i: usize,
+        name: String,
+        input: serde_json::Value,
+        call_id: Option<String>,
+    ) -> ParsedMessage {
+        let mut m = self.message(i, Role::Assistant, MessageKind::ToolCall);
+        m.text = crate::text::tool_call_text(&name, &input);
+        m.tool_call = Some(ToolCall {
+            name,
+            input,
+            call_id,
+        });
+        m
+    }
+
+    /// Part `i` as the result `text` of tool call `call_id`.
+    pub(crate) fn tool_result(
+        &self,
+        i: usize,
+        text: String,
+        call_id: Option<String>,
+        is_error: bool,
+    ) -> ParsedMessage {
+        let mut m = self.text(i, Role::Tool, MessageKind::ToolResult, text);
+        m.tool_result = Some(ToolResult { call_id, is_error });
+        m
+    }
+
+    /// The prompt of a record: what the human sent, as one message at its first text part: the
+    /// texts of its text parts and placeholders for its attachments, in order, empty ones left
+    /// out. `piece` tells a text part (`(true, its text)`) and an attachment (`(false,
+    /// placeholder)`) from the other parts (`None`).
+    pub(crate) fn prompt<'v>(
+        &self,
+        parts: &'v [serde_json::Value],
+        piece: impl Fn(&'v serde_json::Value) -> Option<(bool, &'v str)>,
+    ) -> (usize, ParsedMessage) {
+        let mut at = None;
+        let mut texts = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            match piece(p) {
+                Some((true, t)) => {
+                    at.get_or_insert(i);
+                    texts.push(t);
+                }
+                Some((false, t)) => texts.push(t),
+                None => {}
+            }
+        }
+        let at = at.unwrap_or(0);
+        let text = texts
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        (at, self.text(at, Role::User, MessageKind::UserPrompt, text))
     }
 }

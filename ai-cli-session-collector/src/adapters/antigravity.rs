@@ -409,7 +409,7 @@ fn history_workspace(
                 let matches = first.is_some_and(|(d, at)| {
                     str_of(&v, "display").is_some_and(|t| digest(t) == *d)
                         && match (at, v.get("timestamp").and_then(parse_ts)) {
-                            (Some(a), Some(b)) => (a - b).abs() <= HISTORY_SLACK_MS,
+                            (Some(a), Some(b)) => a.abs_diff(b) <= HISTORY_SLACK_MS.unsigned_abs(),
                             _ => true,
                         }
                 });

@@ -31,51 +31,20 @@
 //! Not read: the modern CLI/SDK sessions (`~/.cline/data/sessions/<id>/<id>.messages.json`),
 //! whose format FORMATS-MORE does not describe.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::SourceKind;
-use crate::adapter::{ConversationAdapter, Env, ParseError, parse_ts, string_of};
-use crate::adapters::roo::{
-    TaskMeta, host_task_roots, is_task_file, parse_task, read_json, task_source_of,
-};
-use crate::model::{Cursor, ParseOutput};
-
-const AGENT: &str = "cline";
-const EXTENSION: &str = "saoudrizwan.claude-dev";
+use crate::adapter::{parse_ts, string_of};
+use crate::adapters::roo::{TaskExtension, TaskMeta, read_json};
 
 pub struct ClineAdapter;
 
-impl ConversationAdapter for ClineAdapter {
-    fn name(&self) -> &'static str {
-        AGENT
-    }
+impl TaskExtension for ClineAdapter {
+    const AGENT: &'static str = "cline";
+    const EXTENSION: &'static str = "saoudrizwan.claude-dev";
 
-    fn default_roots(&self, env: &Env) -> Vec<PathBuf> {
-        host_task_roots(env, EXTENSION)
-    }
-
-    fn is_transcript(&self, root: &Path, path: &Path) -> bool {
-        is_task_file(root, path)
-    }
-
-    fn source_kind(&self, _path: &Path) -> SourceKind {
-        SourceKind::Document
-    }
-
-    fn source_of(&self, root: &Path, changed: &Path) -> Option<PathBuf> {
-        task_source_of(root, changed)
-    }
-
-    fn parse(
-        &self,
-        _root: &Path,
-        path: &Path,
-        cursor: &Cursor,
-        _max_bytes: usize,
-    ) -> Result<ParseOutput, ParseError> {
-        let dir = path.parent().unwrap_or(Path::new(""));
+    fn meta(dir: &Path) -> TaskMeta {
         let task_id = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut meta = TaskMeta {
             // The id is the start time (epoch ms) in every build seen.
@@ -108,7 +77,6 @@ impl ConversationAdapter for ClineAdapter {
         {
             meta.model = Some(last);
         }
-        meta.add_ui_times(dir);
-        parse_task(AGENT, path, cursor, &meta)
+        meta
     }
 }

@@ -103,6 +103,14 @@ impl ConversationAdapter for CopilotAdapter {
         (self.is_transcript(root, &events) && events.is_file()).then_some(events)
     }
 
+    fn side_files(&self, path: &Path) -> Vec<PathBuf> {
+        if path.file_name().is_some_and(|n| n == EVENTS) {
+            vec![path.with_file_name(WORKSPACE)]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn parse(
         &self,
         _root: &Path,

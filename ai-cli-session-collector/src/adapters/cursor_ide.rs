@@ -387,7 +387,7 @@ fn read_global(
     let mut hot: Vec<(&String, i64)> = st
         .convs
         .iter()
-        .filter(|(k, c)| c.u > 0 && c.u + HOT_MS >= newest && !dirty.contains(k))
+        .filter(|(k, c)| c.u > 0 && c.u.saturating_add(HOT_MS) >= newest && !dirty.contains(k))
         .map(|(k, c)| (k, c.u))
         .collect();
     hot.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));

@@ -34,35 +34,30 @@
 //! SQLite `YYYY-MM-DD HH:MM:SS` UTC text (RFC 3339 for imported legacy sessions). Goose updates
 //! rows in place without any update time (`update_message_metadata`), rewrites a whole
 //! conversation as new rows (`replace_conversation`) and deletes sessions: new rows are read
-//! above the highest row id taken, and the last [`WINDOW`] rows are read again on every parse and
-//! taken again when their content changed. An in-place change to an older row is not seen.
-//! Deleted rows and sessions are not reported: the archive keeps what it read.
+//! above the highest row id taken, and the last [`WINDOW`](crate::sqlite::WINDOW) rows are
+//! read again on every parse and taken again when their content changed. An in-place change to
+//! an older row is not seen. Deleted rows and sessions are not reported: the archive keeps what
+//! it read.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
-use rusqlite::types::ValueRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, SourceKind, blank, drive_jsonl, str_of,
-    string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, RecordCtx, SourceKind, blank, drive_jsonl,
+    offer_first_prompt, str_of, string_of, u64_of, usage_of,
 };
 use crate::model::{
-    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
-    ToolResult, Usage,
+    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource,
 };
-use crate::sqlite::{Db, json_column, row_json};
+use crate::sqlite::{
+    DbRead, SessionMarks, Tables, Taken, epoch_ms, has_table, json_column, parse_database, row_json,
+};
 use crate::text;
 
 const AGENT: &str = "goose";
-
-/// How many of the last rows of a message table are read again on every parse, to take the rows
-/// the agent rewrote in place (Crush streams its answers into the row it inserted first).
-pub(crate) const WINDOW: usize = 128;
 
 pub struct GooseAdapter;
 
@@ -135,242 +130,17 @@ impl ConversationAdapter for GooseAdapter {
         max_bytes: usize,
     ) -> Result<ParseOutput, ParseError> {
         if is_database(path) {
-            parse_database(path, cursor, max_bytes)
+            parse_database(
+                path,
+                cursor,
+                &["sessions", "messages"],
+                "a Goose sessions database",
+                |conn, st, emit| read_database(conn, st, emit, max_bytes),
+            )
         } else {
             parse_legacy(path, cursor, max_bytes)
         }
     }
-}
-
-// ---- shared with crush.rs: incremental reading of an agent's SQLite tables ----
-
-/// Epoch milliseconds from a number that is seconds or milliseconds (values above 10¹⁰, past
-/// the year 2286 in seconds, are milliseconds: Goose's own rule).
-pub(crate) fn epoch_ms(n: i64) -> i64 {
-    if n.unsigned_abs() > 10_000_000_000 {
-        n
-    } else {
-        n.saturating_mul(1000)
-    }
-}
-
-/// A column's value as text: ids and update stamps, whatever type the agent stored.
-pub(crate) fn value_text(v: ValueRef<'_>) -> String {
-    match v {
-        ValueRef::Null => String::new(),
-        ValueRef::Integer(n) => n.to_string(),
-        ValueRef::Real(f) => f.to_string(),
-        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
-    }
-}
-
-/// Whether update stamp `a` is at or after `b`: numerically when both are numbers, else as text
-/// (SQLite `YYYY-MM-DD HH:MM:SS` sorts as text).
-pub(crate) fn at_or_after(a: &str, b: &str) -> bool {
-    match (a.parse::<f64>(), b.parse::<f64>()) {
-        (Ok(x), Ok(y)) => x >= y,
-        _ => a >= b,
-    }
-}
-
-/// A digest of a row's columns from `from` on: equal digests mean an unchanged row.
-pub(crate) fn row_digest(row: &rusqlite::Row<'_>, from: usize) -> u64 {
-    let mut h = Sha256::new();
-    for i in from..row.as_ref().column_count() {
-        match row.get_ref(i) {
-            Ok(ValueRef::Null) | Err(_) => h.update([0u8]),
-            Ok(ValueRef::Integer(n)) => {
-                h.update([1u8]);
-                h.update(n.to_le_bytes());
-            }
-            Ok(ValueRef::Real(f)) => {
-                h.update([2u8]);
-                h.update(f.to_bits().to_le_bytes());
-            }
-            Ok(ValueRef::Text(t)) => {
-                h.update([3u8]);
-                h.update((t.len() as u64).to_le_bytes());
-                h.update(t);
-            }
-            Ok(ValueRef::Blob(b)) => {
-                h.update([4u8]);
-                h.update((b.len() as u64).to_le_bytes());
-                h.update(b);
-            }
-        }
-    }
-    let d = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&d[..8]);
-    u64::from_le_bytes(first)
-}
-
-/// The alias the row id is selected under (removed from the row's record).
-const ROWID: &str = "_memex_rowid";
-
-/// One row taken from a table: its row id, its columns as JSON and that JSON's bytes (the
-/// row's lossless record in the archive).
-pub(crate) struct Taken {
-    pub rowid: i64,
-    pub row: Value,
-    pub raw: Vec<u8>,
-}
-
-/// What one read of a table took.
-pub(crate) struct Taking {
-    /// New rows and rows changed in place, in row id order within each group.
-    pub rows: Vec<Taken>,
-    /// Bytes of row data taken.
-    pub bytes: u64,
-    /// `false` when new rows remain after the byte budget was spent.
-    pub at_end: bool,
-    /// The table no longer holds what the marks describe (a new database in the same place):
-    /// the marks started over, and so should everything derived from them.
-    pub reset: bool,
-}
-
-/// Where reading a table stands: the highest row id taken, and the digests of the last rows,
-/// which are read again to take the ones updated in place.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub(crate) struct RowMarks {
-    #[serde(default)]
-    pub max: i64,
-    #[serde(default)]
-    recent: BTreeMap<i64, u64>,
-}
-
-fn take(row: &rusqlite::Row<'_>, rowid: i64) -> Taken {
-    let mut v = row_json(row);
-    if let Value::Object(o) = &mut v {
-        o.remove(ROWID);
-    }
-    let raw = serde_json::to_vec(&v).unwrap_or_default();
-    Taken { rowid, row: v, raw }
-}
-
-impl RowMarks {
-    /// Reads `table` above the marks: the rows of the window that changed, then new rows until
-    /// about `max_bytes` were taken. `table` is a fixed name chosen by the adapter.
-    pub(crate) fn read(
-        &mut self,
-        conn: &Connection,
-        table: &str,
-        max_bytes: usize,
-    ) -> rusqlite::Result<Taking> {
-        let select = format!("SELECT rowid AS {ROWID}, * FROM {table}");
-        let mut rows = Vec::new();
-        let mut bytes = 0u64;
-        let mut seen: BTreeMap<i64, u64> = BTreeMap::new();
-        if let Some(&lo) = self.recent.keys().next() {
-            let mut st = conn.prepare(&format!(
-                "{select} WHERE rowid >= ?1 AND rowid <= ?2 ORDER BY rowid"
-            ))?;
-            let mut q = st.query([lo, self.max])?;
-            while let Some(r) = q.next()? {
-                let rowid: i64 = r.get(0)?;
-                let d = row_digest(r, 1);
-                seen.insert(rowid, d);
-                if self.recent.get(&rowid) != Some(&d) {
-                    let t = take(r, rowid);
-                    bytes += t.raw.len() as u64;
-                    rows.push(t);
-                }
-            }
-        }
-        let mut reset = false;
-        if seen.is_empty() && !self.recent.is_empty() {
-            // Every watched row is gone: either they were deleted, or this is another database.
-            let top: Option<i64> =
-                conn.query_row(&format!("SELECT max(rowid) FROM {table}"), [], |r| r.get(0))?;
-            if top.unwrap_or(0) < self.max {
-                *self = RowMarks::default();
-                reset = true;
-            }
-        }
-        let mut at_end = true;
-        {
-            let mut st = conn.prepare(&format!("{select} WHERE rowid > ?1 ORDER BY rowid"))?;
-            let mut q = st.query([self.max])?;
-            let mut new = 0usize;
-            while let Some(r) = q.next()? {
-                if new > 0 && bytes >= max_bytes as u64 {
-                    at_end = false;
-                    break;
-                }
-                let rowid: i64 = r.get(0)?;
-                seen.insert(rowid, row_digest(r, 1));
-                let t = take(r, rowid);
-                bytes += t.raw.len() as u64;
-                rows.push(t);
-                self.max = rowid;
-                new += 1;
-            }
-        }
-        while seen.len() > WINDOW {
-            seen.pop_first();
-        }
-        self.recent = seen;
-        Ok(Taking {
-            rows,
-            bytes,
-            at_end,
-            reset,
-        })
-    }
-}
-
-/// The prompts of one session: which rows are prompts and their numbers, so a row read again
-/// (updated in place, or rewritten by the agent under the same message id) keeps its number.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub(crate) struct Prompts {
-    /// `(row id, prompt number, message id)` of each prompt row, in row id order.
-    #[serde(default)]
-    marks: Vec<(i64, u32, String)>,
-    #[serde(default)]
-    count: u32,
-}
-
-impl Prompts {
-    /// The number of prompt row `rowid` with message id `id`: the one it had, else the next.
-    pub(crate) fn prompt(&mut self, rowid: i64, id: &str) -> u32 {
-        let n = match self.marks.iter().find(|m| m.2 == id) {
-            Some(m) => m.1,
-            None => {
-                self.count += 1;
-                self.count
-            }
-        };
-        match self.marks.binary_search_by_key(&rowid, |m| m.0) {
-            Ok(i) => self.marks[i] = (rowid, n, id.to_owned()),
-            Err(i) => self.marks.insert(i, (rowid, n, id.to_owned())),
-        }
-        n
-    }
-
-    /// The number of the last prompt before row `rowid`, which is no prompt (any more).
-    pub(crate) fn after(&mut self, rowid: i64) -> u32 {
-        if let Ok(i) = self.marks.binary_search_by_key(&rowid, |m| m.0) {
-            self.marks.remove(i);
-        }
-        let i = self.marks.partition_point(|m| m.0 < rowid);
-        if i == 0 { 0 } else { self.marks[i - 1].1 }
-    }
-}
-
-/// A session's usage totals as the agent keeps them in its session row.
-pub(crate) fn usage_of(
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_write: u64,
-) -> Option<Usage> {
-    (input + output + cache_read + cache_write > 0).then_some(Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_tokens: cache_read,
-        cache_creation_tokens: cache_write,
-        reasoning_tokens: 0,
-    })
 }
 
 // ---- the database ----
@@ -378,11 +148,8 @@ pub(crate) fn usage_of(
 /// What this adapter remembers of a session between reads.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Sess {
-    /// `updated_at` and digest of the row when last read.
-    #[serde(default)]
-    u: String,
-    #[serde(default)]
-    h: u64,
+    #[serde(flatten)]
+    marks: SessionMarks,
     #[serde(default)]
     sub: bool,
     #[serde(default)]
@@ -391,20 +158,19 @@ struct Sess {
     cwd: Option<String>,
     #[serde(default)]
     model: Option<String>,
-    #[serde(default)]
-    prompts: Prompts,
+}
+
+impl AsMut<SessionMarks> for Sess {
+    fn as_mut(&mut self) -> &mut SessionMarks {
+        &mut self.marks
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct DbState {
-    #[serde(default)]
-    sessions: BTreeMap<String, Sess>,
-    /// The latest `updated_at` of a session at the last read: sessions at or after it are read
-    /// again (a second update within the same second leaves the stamp as it was).
-    #[serde(default)]
-    mark: String,
-    #[serde(default)]
-    messages: RowMarks,
+    #[serde(flatten)]
+    tables: Tables<Sess>,
+    /// The highest `usage_ledger` id read.
     #[serde(default)]
     ledger: i64,
 }
@@ -425,157 +191,41 @@ fn sql_time(v: &Value) -> Option<i64> {
     }
 }
 
-fn parse_database(
-    path: &Path,
-    cursor: &Cursor,
-    max_bytes: usize,
-) -> Result<ParseOutput, ParseError> {
-    let db = Db::open(path)?;
-    let mut st: DbState = serde_json::from_value(cursor.state.clone()).unwrap_or_default();
-    let mut emit = Emit::default();
-    let mut out = ParseOutput {
-        cursor: cursor.clone(),
-        at_end: true,
-        ..Default::default()
-    };
-    let missing: Vec<&str> = ["sessions", "messages"]
-        .into_iter()
-        .filter(|t| !db.has_table(t))
-        .collect();
-    if !missing.is_empty() {
-        out.issues.push(crate::ParseIssue {
-            line: 0,
-            byte_offset: 0,
-            reason: format!(
-                "no `{}` table: not a Goose sessions database",
-                missing.join("`, `")
-            ),
-            kept: false,
-        });
-        return Ok(out);
-    }
-    let read = read_database(db.conn(), &mut st, &mut emit, max_bytes).map_err(|e| db.error(e))?;
-    drop(db);
-    out.messages = emit.out.messages;
-    out.issues = emit.out.issues;
-    out.sessions = read.infos.into_values().collect();
-    out.bytes = read.bytes;
-    out.at_end = read.at_end;
-    out.cursor = Cursor {
-        offset: cursor.offset + read.rows,
-        line: 0,
-        head: None,
-        state: serde_json::to_value(&st).unwrap_or_default(),
-        unterminated: false,
-    };
-    Ok(out)
-}
-
-struct DbRead {
-    infos: BTreeMap<String, SessionInfo>,
-    rows: u64,
-    bytes: u64,
-    at_end: bool,
-}
-
 fn read_database(
     conn: &Connection,
     st: &mut DbState,
     emit: &mut Emit,
     max_bytes: usize,
 ) -> rusqlite::Result<DbRead> {
-    // One snapshot for the whole read: sessions and their messages as of one moment.
-    let tx = conn.unchecked_transaction()?;
-    let mut infos: BTreeMap<String, SessionInfo> = BTreeMap::new();
-    let mut rows = 0u64;
-    let mut bytes = 0u64;
-
     // Sessions: the rows whose stamp moved (or is at the last read's latest) are read whole.
-    let stamps: Vec<(String, String)> = {
-        let mut s = tx.prepare("SELECT id, updated_at FROM sessions")?;
-        s.query_map([], |r| {
-            Ok((value_text(r.get_ref(0)?), value_text(r.get_ref(1)?)))
-        })?
-        .collect::<rusqlite::Result<_>>()?
-    };
-    let present: std::collections::BTreeSet<&str> =
-        stamps.iter().map(|(s, _)| s.as_str()).collect();
-    st.sessions.retain(|id, _| present.contains(id.as_str()));
-    let mark = std::mem::take(&mut st.mark);
-    {
-        let mut whole = tx.prepare("SELECT * FROM sessions WHERE id = ?1")?;
-        for (id, u) in &stamps {
-            if at_or_after(u, &st.mark) {
-                st.mark.clone_from(u);
-            }
-            let known = st.sessions.get(id).map(|s| (s.u == *u, s.h));
-            if known.is_some_and(|(same, _)| same) && !at_or_after(u, &mark) {
-                continue;
-            }
-            let Some((row, digest)) = whole
-                .query_map([id], |r| Ok((row_json(r), row_digest(r, 0))))?
-                .next()
-                .transpose()?
-            else {
-                continue;
-            };
-            let sess = st.sessions.entry(id.clone()).or_default();
-            sess.u.clone_from(u);
-            if known.is_some_and(|(_, h)| h == digest) {
-                continue;
-            }
-            sess.h = digest;
-            let raw = serde_json::to_vec(&row).unwrap_or_default();
-            rows += 1;
-            bytes += raw.len() as u64;
-            infos.insert(id.clone(), session_row(id, &row, raw, sess, emit));
-        }
-    }
+    let mut read = st.tables.read_sessions(conn, |id, row, raw, sess| {
+        session_row(id, row, raw, sess, emit)
+    })?;
 
     // Messages: new rows, and the last rows again where they changed.
-    let taking = st.messages.read(&tx, "messages", max_bytes)?;
+    let taking = st.tables.read_messages(conn, max_bytes, &mut read)?;
     if taking.reset {
-        for s in st.sessions.values_mut() {
-            s.prompts = Prompts::default();
-        }
         st.ledger = 0;
     }
-    rows += taking.rows.len() as u64;
-    bytes += taking.bytes;
     for t in &taking.rows {
-        message_row(t, st, emit, &mut infos);
+        message_row(t, &mut st.tables, emit, &mut read);
     }
 
     // The usage ledger (schema ≥ 15): appended, never updated; read once the messages are.
-    if taking.at_end && has_table(&tx, "usage_ledger") {
-        let mut s = tx.prepare("SELECT * FROM usage_ledger WHERE id > ?1 ORDER BY id")?;
+    if taking.at_end && has_table(conn, "usage_ledger") {
+        let mut s = conn.prepare("SELECT * FROM usage_ledger WHERE id > ?1 ORDER BY id")?;
         let mut q = s.query([st.ledger])?;
         while let Some(r) = q.next()? {
             let row = row_json(r);
             let id = row.get("id").and_then(Value::as_i64).unwrap_or(0);
             st.ledger = st.ledger.max(id);
             let raw = serde_json::to_vec(&row).unwrap_or_default();
-            rows += 1;
-            bytes += raw.len() as u64;
-            ledger_row(id, &row, raw, st, emit, &mut infos);
+            read.rows += 1;
+            read.bytes += raw.len() as u64;
+            ledger_row(id, &row, raw, &st.tables, emit, &mut read);
         }
     }
-    drop(tx);
-    Ok(DbRead {
-        infos,
-        rows,
-        bytes,
-        at_end: taking.at_end,
-    })
-}
-
-fn has_table(conn: &Connection, name: &str) -> bool {
-    conn.query_row(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-        [name],
-        |_| Ok(()),
-    )
-    .is_ok()
+    Ok(read)
 }
 
 /// The session info a session's messages carry when its row did not change.
@@ -659,9 +309,9 @@ fn ledger_row(
     id: i64,
     row: &Value,
     raw: Vec<u8>,
-    st: &DbState,
+    st: &Tables<Sess>,
     emit: &mut Emit,
-    infos: &mut BTreeMap<String, SessionInfo>,
+    read: &mut DbRead,
 ) {
     let sid = string_of(row, "session_id").unwrap_or_default();
     let sess = st.sessions.get(&sid).cloned().unwrap_or_default();
@@ -688,56 +338,35 @@ fn ledger_row(
     m.seq = id as u64;
     m.raw = Some(raw);
     emit.push(m);
-    infos
-        .entry(sid.clone())
-        .or_insert_with(|| base_info(&sid, &sess));
+    read.info(&sid, || base_info(&sid, &sess));
 }
 
 /// A `messages` row: one message per content part.
-fn message_row(
-    t: &Taken,
-    st: &mut DbState,
-    emit: &mut Emit,
-    infos: &mut BTreeMap<String, SessionInfo>,
-) {
+fn message_row(t: &Taken, st: &mut Tables<Sess>, emit: &mut Emit, read: &mut DbRead) {
     let row = &t.row;
-    let line = t.rowid.max(0) as u64;
     let sid = string_of(row, "session_id").unwrap_or_default();
     let sess = st.sessions.entry(sid.clone()).or_default();
-    let info = infos
-        .entry(sid.clone())
-        .or_insert_with(|| base_info(&sid, sess));
+    let info = read.info(&sid, || base_info(&sid, sess));
     let mid = string_of(row, "message_id").unwrap_or_else(|| format!("row:{}", t.rowid));
     let role = str_of(row, "role").unwrap_or("");
     let meta = row
         .get("metadata_json")
         .map(json_column)
         .unwrap_or_default();
-    let content = match row.get("content_json").map(json_column) {
-        Some(Value::Array(a)) => a,
-        other => {
-            emit.issue(line, "`content_json` is not a JSON list", true);
-            other
-                .filter(|v| !v.is_null())
-                .map(|v| {
-                    let s = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-                    vec![serde_json::json!({"type": "unreadable", "text": s})]
-                })
-                .unwrap_or_default()
-        }
-    };
+    let content = t.json_list(
+        "content_json",
+        emit,
+        |s| serde_json::json!({"type": "unreadable", "text": s}),
+    );
     let visible = meta.get("userVisible").and_then(Value::as_bool) != Some(false);
     let prompt = role == "user" && visible && !sess.sub && has_text(&content);
-    let number = if prompt {
-        sess.prompts.prompt(t.rowid, &mid)
-    } else {
-        sess.prompts.after(t.rowid)
-    };
+    let number = sess.marks.prompts.number(t.rowid, &mid, prompt);
     let model = meta
         .get("inference")
         .and_then(|i| string_of(i, "resolvedModel").or_else(|| string_of(i, "requestedModel")))
         .or_else(|| sess.model.clone());
-    let ctx = Ctx {
+    let ctx = RecordCtx {
+        agent: AGENT,
         sid: &sid,
         base: &mid,
         number,
@@ -749,66 +378,14 @@ fn message_row(
         model: model.as_deref(),
         sub: sess.sub,
     };
-    let mut msgs = blocks(&ctx, role, &content, prompt);
+    let msgs = blocks(&ctx, role, &content, prompt);
     if prompt && number == 1 {
         offer_first_prompt(info, &msgs);
     }
-    for (i, m) in msgs.iter_mut().enumerate() {
-        m.seq = ((t.rowid.max(0) as u64) << 10) | (i as u64).min(1023);
-    }
-    if let Some(first) = msgs.first_mut() {
-        first.raw = Some(t.raw.clone());
-    }
-    for m in msgs {
-        emit.push(m);
-    }
-}
-
-/// The first prompt as the session's title, unless this read already has a title for it.
-pub(crate) fn offer_first_prompt(info: &mut SessionInfo, msgs: &[ParsedMessage]) {
-    if info.title.is_some() {
-        return;
-    }
-    if let Some(p) = msgs.iter().find(|m| m.kind == MessageKind::UserPrompt) {
-        let t = text::prompt_title(&p.text);
-        if !t.is_empty() {
-            info.title = Some((TitleSource::FirstPrompt, t));
-        }
-    }
+    t.emit(emit, msgs);
 }
 
 // ---- content parts (database rows and legacy lines alike) ----
-
-/// What the messages of one record share.
-struct Ctx<'a> {
-    sid: &'a str,
-    base: &'a str,
-    number: u32,
-    timestamp: Option<i64>,
-    cwd: Option<&'a str>,
-    model: Option<&'a str>,
-    sub: bool,
-}
-
-impl Ctx<'_> {
-    fn message(&self, i: usize, role: Role, kind: MessageKind) -> ParsedMessage {
-        let id = if i == 0 {
-            self.base.to_owned()
-        } else {
-            format!("{}#{i}", self.base)
-        };
-        let mut m = blank(AGENT, self.sid, id, role, kind);
-        m.prompt_number = self.number;
-        m.timestamp = self.timestamp;
-        m.cwd = self.cwd.map(str::to_owned);
-        if role == Role::Assistant {
-            m.model = self.model.map(str::to_owned);
-        }
-        m.flags.sidechain = self.sub;
-        m.agent_id = self.sub.then(|| self.sid.to_owned());
-        m
-    }
-}
 
 fn has_text(content: &[Value]) -> bool {
     content.iter().any(|p| {
@@ -847,7 +424,7 @@ fn part_text(p: &Value) -> String {
         .unwrap_or_else(|| str_of(p, "type").unwrap_or_default().to_owned())
 }
 
-fn blocks(c: &Ctx<'_>, role: &str, content: &[Value], prompt: bool) -> Vec<ParsedMessage> {
+fn blocks(c: &RecordCtx<'_>, role: &str, content: &[Value], prompt: bool) -> Vec<ParsedMessage> {
     let row_role = match role {
         "user" => Role::User,
         "assistant" => Role::Assistant,
@@ -857,26 +434,11 @@ fn blocks(c: &Ctx<'_>, role: &str, content: &[Value], prompt: bool) -> Vec<Parse
     let mut out: Vec<(usize, ParsedMessage)> = Vec::new();
     if prompt {
         // What the human sent: its text and images, as one prompt.
-        let mut at = None;
-        let mut parts = Vec::new();
-        for (i, p) in content.iter().enumerate() {
-            match str_of(p, "type") {
-                Some("text") => {
-                    at.get_or_insert(i);
-                    parts.push(str_of(p, "text").unwrap_or_default());
-                }
-                Some("image") => parts.push("[image]"),
-                _ => {}
-            }
-        }
-        let at = at.unwrap_or(0);
-        let mut m = c.message(at, Role::User, MessageKind::UserPrompt);
-        m.text = parts
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n");
-        out.push((at, m));
+        out.push(c.prompt(content, |p| match str_of(p, "type") {
+            Some("text") => Some((true, str_of(p, "text").unwrap_or_default())),
+            Some("image") => Some((false, "[image]")),
+            _ => None,
+        }));
     }
     for (i, p) in content.iter().enumerate() {
         let ty = str_of(p, "type").unwrap_or("");
@@ -884,31 +446,24 @@ fn blocks(c: &Ctx<'_>, role: &str, content: &[Value], prompt: bool) -> Vec<Parse
             continue;
         }
         let m = match ty {
-            "text" if row_role == Role::Assistant => {
-                let mut m = c.message(i, Role::Assistant, MessageKind::AssistantText);
-                m.text = str_of(p, "text").unwrap_or_default().to_owned();
-                m
-            }
-            "thinking" | "redactedThinking" | "reasoning" => {
-                let mut m = c.message(i, Role::Assistant, MessageKind::Thinking);
-                m.text = str_of(p, "thinking")
+            "text" if row_role == Role::Assistant => c.text(
+                i,
+                Role::Assistant,
+                MessageKind::AssistantText,
+                str_of(p, "text").unwrap_or_default(),
+            ),
+            "thinking" | "redactedThinking" | "reasoning" => c.text(
+                i,
+                Role::Assistant,
+                MessageKind::Thinking,
+                str_of(p, "thinking")
                     .or_else(|| str_of(p, "text"))
-                    .unwrap_or_default()
-                    .to_owned();
-                m
-            }
+                    .unwrap_or_default(),
+            ),
             "toolRequest" | "frontendToolRequest" => tool_request(c, i, p),
             "toolResponse" => tool_response(c, i, p),
-            "image" => {
-                let mut m = c.message(i, row_role, MessageKind::Meta);
-                m.text = "[image]".into();
-                m
-            }
-            _ => {
-                let mut m = c.message(i, row_role, MessageKind::Meta);
-                m.text = part_text(p);
-                m
-            }
+            "image" => c.text(i, row_role, MessageKind::Meta, "[image]"),
+            _ => c.text(i, row_role, MessageKind::Meta, part_text(p)),
         };
         out.push((i, m));
     }
@@ -919,7 +474,7 @@ fn blocks(c: &Ctx<'_>, role: &str, content: &[Value], prompt: bool) -> Vec<Parse
     out.into_iter().map(|(_, m)| m).collect()
 }
 
-fn tool_request(c: &Ctx<'_>, i: usize, p: &Value) -> ParsedMessage {
+fn tool_request(c: &RecordCtx<'_>, i: usize, p: &Value) -> ParsedMessage {
     let call = p.get("toolCall").unwrap_or(&Value::Null);
     let (name, input) = match (str_of(call, "status"), call.get("value")) {
         (Some("success") | None, Some(v)) if v.is_object() => (
@@ -929,17 +484,10 @@ fn tool_request(c: &Ctx<'_>, i: usize, p: &Value) -> ParsedMessage {
         // Goose could not read the call: its error is all there is.
         _ => ("unknown".to_owned(), call.clone()),
     };
-    let mut m = c.message(i, Role::Assistant, MessageKind::ToolCall);
-    m.text = text::tool_call_text(&name, &input);
-    m.tool_call = Some(ToolCall {
-        name,
-        input,
-        call_id: string_of(p, "id"),
-    });
-    m
+    c.tool_call(i, name, input, string_of(p, "id"))
 }
 
-fn tool_response(c: &Ctx<'_>, i: usize, p: &Value) -> ParsedMessage {
+fn tool_response(c: &RecordCtx<'_>, i: usize, p: &Value) -> ParsedMessage {
     let result = p.get("toolResult").unwrap_or(&Value::Null);
     let failed = str_of(result, "status") == Some("error");
     let value = result.get("value").unwrap_or(&Value::Null);
@@ -955,13 +503,7 @@ fn tool_response(c: &Ctx<'_>, i: usize, p: &Value) -> ParsedMessage {
             other => (output_text(other), false),
         }
     };
-    let mut m = c.message(i, Role::Tool, MessageKind::ToolResult);
-    m.text = body;
-    m.tool_result = Some(ToolResult {
-        call_id: string_of(p, "id"),
-        is_error,
-    });
-    m
+    c.tool_result(i, body, string_of(p, "id"), is_error)
 }
 
 // ---- legacy JSONL (≤ 1.9) ----
@@ -1055,7 +597,8 @@ fn legacy_record(
         st.prompt += 1;
     }
     let base = string_of(v, "id").unwrap_or_else(|| format!("L{}", rec.line));
-    let ctx = Ctx {
+    let ctx = RecordCtx {
+        agent: AGENT,
         sid,
         base: &base,
         number: st.prompt,
@@ -1093,31 +636,6 @@ mod tests {
             sql_time(&Value::from("2026-06-09T10:30:00Z")),
             Some(1_781_001_000_000)
         );
-    }
-
-    #[test]
-    fn stamps_compare_as_numbers_or_text() {
-        assert!(at_or_after("1781004100", "999"));
-        assert!(!at_or_after("999", "1781004100"));
-        assert!(at_or_after("2026-06-09 10:31:40", "2026-06-09 10:31:40"));
-        assert!(at_or_after("x", ""));
-    }
-
-    #[test]
-    fn prompt_numbers_survive_rereads_and_rewrites() {
-        let mut p = Prompts::default();
-        assert_eq!(p.after(1), 0);
-        assert_eq!(p.prompt(2, "a"), 1);
-        assert_eq!(p.after(3), 1);
-        assert_eq!(p.prompt(5, "b"), 2);
-        // Row 3 read again after prompt 2 arrived: still in talk 1.
-        assert_eq!(p.after(3), 1);
-        assert_eq!(p.after(6), 2);
-        // The conversation rewritten as new rows, same message ids: same numbers.
-        assert_eq!(p.prompt(10, "a"), 1);
-        assert_eq!(p.after(11), 1);
-        assert_eq!(p.prompt(12, "b"), 2);
-        assert_eq!(p.prompt(13, "c"), 3);
     }
 
     #[test]

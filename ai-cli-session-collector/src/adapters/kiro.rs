@@ -39,12 +39,12 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, parse_ts, str_of,
-    string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, expand_home, parse_ts,
+    str_of, string_of, tool_call_of, u64_of,
 };
 use crate::model::{
-    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
-    ToolResult, Usage,
+    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolResult,
+    Usage,
 };
 use crate::{reader, text};
 
@@ -58,16 +58,9 @@ impl ConversationAdapter for KiroAdapter {
     }
 
     fn default_roots(&self, env: &Env) -> Vec<PathBuf> {
-        let home = env.var("KIRO_HOME").map_or_else(
-            || env.home.join(".kiro"),
-            |d| match d.strip_prefix('~') {
-                Some("") => env.home.clone(),
-                Some(rest) if rest.starts_with('/') || rest.starts_with('\\') => {
-                    env.home.join(&rest[1..])
-                }
-                _ => PathBuf::from(d),
-            },
-        );
+        let home = env
+            .var("KIRO_HOME")
+            .map_or_else(|| env.home.join(".kiro"), |d| expand_home(d, env));
         vec![home.join("sessions").join("cli")]
     }
 
@@ -85,6 +78,11 @@ impl ConversationAdapter for KiroAdapter {
             && self.is_transcript(root, &transcript)
             && transcript.is_file())
         .then_some(transcript)
+    }
+
+    /// The sidecar `<id>.json` beside the transcript.
+    fn side_files(&self, path: &Path) -> Vec<PathBuf> {
+        vec![path.with_extension("json")]
     }
 
     fn parse(
@@ -353,23 +351,9 @@ fn handle(
                         item_text(it),
                         st.prompt,
                     ),
-                    "toolUse" => {
-                        let name = str_of(d, "name").unwrap_or("unknown").to_owned();
-                        let input = d.get("input").cloned().unwrap_or(Value::Null);
-                        let mut m = new(
-                            i,
-                            Role::Assistant,
-                            MessageKind::ToolCall,
-                            text::tool_call_text(&name, &input),
-                            st.prompt,
-                        );
-                        m.tool_call = Some(ToolCall {
-                            name,
-                            input,
-                            call_id: string_of(d, "toolUseId"),
-                        });
-                        m
-                    }
+                    "toolUse" => tool_call_of(d, "input", "toolUseId", |text| {
+                        new(i, Role::Assistant, MessageKind::ToolCall, text, st.prompt)
+                    }),
                     "toolResult" => {
                         let body = d
                             .get("content")

@@ -46,12 +46,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, parse_ts,
-    still_same_file, str_of, string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, expand_home, parse_ts,
+    still_same_file, str_of, string_of, tool_call_of, u64_of,
 };
 use crate::model::{
     Cursor, Edit, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource,
-    ToolCall, ToolResult, Usage,
+    ToolResult, Usage,
 };
 use crate::{reader, text};
 
@@ -132,15 +132,6 @@ impl ConversationAdapter for PiAdapter {
             out.sessions.push(info);
         }
         Ok(out)
-    }
-}
-
-/// `~` and `~/…` in an override variable, as Pi resolves them.
-fn expand_home(dir: &str, env: &Env) -> PathBuf {
-    match dir.strip_prefix('~') {
-        Some("") => env.home.clone(),
-        Some(rest) if rest.starts_with('/') || rest.starts_with('\\') => env.home.join(&rest[1..]),
-        _ => PathBuf::from(dir),
     }
 }
 
@@ -674,22 +665,9 @@ fn assistant(
                     MessageKind::Thinking,
                     str_of(b, "thinking").unwrap_or_default().to_owned(),
                 ),
-                "toolCall" => {
-                    let name = str_of(b, "name").unwrap_or("unknown").to_owned();
-                    let input = b.get("arguments").cloned().unwrap_or(Value::Null);
-                    let mut m = new(
-                        i,
-                        Role::Assistant,
-                        MessageKind::ToolCall,
-                        text::tool_call_text(&name, &input),
-                    );
-                    m.tool_call = Some(ToolCall {
-                        name,
-                        input,
-                        call_id: string_of(b, "id"),
-                    });
-                    m
-                }
+                "toolCall" => tool_call_of(b, "arguments", "id", |text| {
+                    new(i, Role::Assistant, MessageKind::ToolCall, text)
+                }),
                 _ => new(
                     i,
                     Role::Assistant,

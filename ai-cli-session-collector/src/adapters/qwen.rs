@@ -40,12 +40,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, parse_ts, str_of,
-    string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, expand_home, parse_ts,
+    str_of, string_of, tool_call_of, u64_of,
 };
 use crate::model::{
-    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
-    ToolResult, Usage,
+    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolResult,
+    Usage,
 };
 use crate::text;
 
@@ -105,15 +105,6 @@ impl ConversationAdapter for QwenAdapter {
             out.sessions.push(info);
         }
         Ok(out)
-    }
-}
-
-/// `~` and `~/…` in an override variable, as Qwen resolves them.
-fn expand_home(dir: &str, env: &Env) -> PathBuf {
-    match dir.strip_prefix('~') {
-        Some("") => env.home.clone(),
-        Some(rest) if rest.starts_with('/') || rest.starts_with('\\') => env.home.join(&rest[1..]),
-        _ => PathBuf::from(dir),
     }
 }
 
@@ -432,20 +423,9 @@ fn assistant_parts(
         .enumerate()
         .map(|(i, p)| {
             if let Some(fc) = p.get("functionCall") {
-                let name = str_of(fc, "name").unwrap_or("unknown").to_owned();
-                let input = fc.get("args").cloned().unwrap_or(Value::Null);
-                let mut m = new(
-                    i,
-                    Role::Assistant,
-                    MessageKind::ToolCall,
-                    text::tool_call_text(&name, &input),
-                );
-                m.tool_call = Some(ToolCall {
-                    name,
-                    input,
-                    call_id: string_of(fc, "id"),
+                return tool_call_of(fc, "args", "id", |text| {
+                    new(i, Role::Assistant, MessageKind::ToolCall, text)
                 });
-                return m;
             }
             match p.get("text").and_then(Value::as_str) {
                 Some(s) if p.get("thought").and_then(Value::as_bool) == Some(true) => {

@@ -53,9 +53,6 @@ use crate::model::{
 };
 use crate::{SourceKind, reader, text};
 
-const AGENT: &str = "roo";
-const EXTENSION: &str = "rooveterinaryinc.roo-cline";
-
 /// The task document every task folder holds.
 pub(crate) const TASK_FILE: &str = "api_conversation_history.json";
 /// Files beside the task document whose change is a change of the task.
@@ -70,13 +67,42 @@ const HOSTS: &[&str] = &["Code", "Code - Insiders", "VSCodium", "Cursor", "Winds
 
 pub struct RooAdapter;
 
-impl ConversationAdapter for RooAdapter {
+impl TaskExtension for RooAdapter {
+    const AGENT: &'static str = "roo";
+    const EXTENSION: &'static str = "rooveterinaryinc.roo-cline";
+
+    fn meta(dir: &Path) -> TaskMeta {
+        let mut meta = TaskMeta::default();
+        if let Some(h) = read_json(&dir.join("history_item.json")) {
+            meta.title = string_of(&h, "task");
+            meta.cwd = string_of(&h, "workspace");
+            meta.updated_at = h.get("ts").and_then(parse_ts);
+            meta.parent = string_of(&h, "parentTaskId");
+        }
+        meta
+    }
+}
+
+/// A VS Code extension that keeps its tasks in folders like Roo Code's (Roo Code, Cline): the
+/// roots, the files, what a change is and the task document are read alike; only where the
+/// task's metadata comes from differs.
+pub(crate) trait TaskExtension: Send + Sync {
+    /// The agent's name.
+    const AGENT: &'static str;
+    /// The extension's id, its folder under `globalStorage`.
+    const EXTENSION: &'static str;
+    /// What the extension keeps about the task in folder `dir` besides the document (the UI
+    /// event times are added to it alike).
+    fn meta(dir: &Path) -> TaskMeta;
+}
+
+impl<T: TaskExtension> ConversationAdapter for T {
     fn name(&self) -> &'static str {
-        AGENT
+        T::AGENT
     }
 
     fn default_roots(&self, env: &Env) -> Vec<PathBuf> {
-        host_task_roots(env, EXTENSION)
+        host_task_roots(env, T::EXTENSION)
     }
 
     fn is_transcript(&self, root: &Path, path: &Path) -> bool {
@@ -91,6 +117,10 @@ impl ConversationAdapter for RooAdapter {
         task_source_of(root, changed)
     }
 
+    fn side_files(&self, path: &Path) -> Vec<PathBuf> {
+        SIDE_FILES.iter().map(|f| path.with_file_name(f)).collect()
+    }
+
     fn parse(
         &self,
         _root: &Path,
@@ -99,21 +129,15 @@ impl ConversationAdapter for RooAdapter {
         _max_bytes: usize,
     ) -> Result<ParseOutput, ParseError> {
         let dir = path.parent().unwrap_or(Path::new(""));
-        let mut meta = TaskMeta::default();
-        if let Some(h) = read_json(&dir.join("history_item.json")) {
-            meta.title = string_of(&h, "task");
-            meta.cwd = string_of(&h, "workspace");
-            meta.updated_at = h.get("ts").and_then(parse_ts);
-            meta.parent = string_of(&h, "parentTaskId");
-        }
+        let mut meta = T::meta(dir);
         meta.add_ui_times(dir);
-        parse_task(AGENT, path, cursor, &meta)
+        parse_task(T::AGENT, path, cursor, &meta)
     }
 }
 
 /// The `tasks` folders of `extension` under every VS Code-like host on Linux, macOS and
 /// Windows (whether or not they exist).
-pub(crate) fn host_task_roots(env: &Env, extension: &str) -> Vec<PathBuf> {
+fn host_task_roots(env: &Env, extension: &str) -> Vec<PathBuf> {
     let config = env
         .var("XDG_CONFIG_HOME")
         .map(PathBuf::from)
@@ -140,7 +164,7 @@ pub(crate) fn host_task_roots(env: &Env, extension: &str) -> Vec<PathBuf> {
 }
 
 /// `<root>/<taskId>/api_conversation_history.json`.
-pub(crate) fn is_task_file(root: &Path, path: &Path) -> bool {
+fn is_task_file(root: &Path, path: &Path) -> bool {
     let Ok(rel) = path.strip_prefix(root) else {
         return false;
     };
@@ -148,7 +172,7 @@ pub(crate) fn is_task_file(root: &Path, path: &Path) -> bool {
 }
 
 /// The task document that a change of `changed` (the document or a file beside it) re-reads.
-pub(crate) fn task_source_of(root: &Path, changed: &Path) -> Option<PathBuf> {
+fn task_source_of(root: &Path, changed: &Path) -> Option<PathBuf> {
     if is_task_file(root, changed) {
         return Some(changed.to_owned());
     }

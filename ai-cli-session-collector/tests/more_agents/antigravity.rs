@@ -3,8 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use ai_cli_session_collector::{
-    AdapterRegistry, Cursor, Env, MessageKind, ParseOutput, ParsedMessage, Role, TitleSource,
-    parse_file,
+    AdapterRegistry, Env, MessageKind, ParseOutput, ParsedMessage, Role, TitleSource, parse_file,
 };
 
 use super::*;
@@ -17,28 +16,6 @@ const MODEL: &str = "Gemini 3.5 Flash (High)";
 
 fn full() -> String {
     format!("{LOGS}/transcript_full.jsonl")
-}
-
-fn ms(rfc3339: &str) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(rfc3339)
-        .unwrap()
-        .timestamp_millis()
-}
-
-/// The step types of the file's records, one per record (from each record's raw).
-fn step_types(out: &ParseOutput) -> Vec<String> {
-    out.messages
-        .iter()
-        .filter_map(|m| m.raw.as_ref())
-        .map(|raw| {
-            let v: serde_json::Value = serde_json::from_slice(raw).unwrap();
-            v["type"].as_str().unwrap().to_owned()
-        })
-        .collect()
-}
-
-fn count(types: &[String], ty: &str) -> usize {
-    types.iter().filter(|t| *t == ty).count()
 }
 
 fn adapter() -> &'static dyn ai_cli_session_collector::ConversationAdapter {
@@ -64,23 +41,6 @@ fn copy_home(with: &[&str]) -> (tempfile::TempDir, PathBuf) {
     }
     let root = tmp.path().join("antigravity-cli");
     (tmp, root)
-}
-
-/// Parses `path` in chunks of about `max` bytes from a default cursor.
-fn chunked(root: &Path, path: &Path, max: usize) -> ParseOutput {
-    let mut all = ParseOutput::default();
-    let mut cursor = Cursor::default();
-    for _ in 0..10_000 {
-        let out = adapter().parse(root, path, &cursor, max).unwrap();
-        all.messages.extend(out.messages);
-        all.sessions.extend(out.sessions);
-        all.issues.extend(out.issues);
-        cursor = out.cursor;
-        if out.at_end {
-            return all;
-        }
-    }
-    panic!("no end after 10000 chunks");
 }
 
 fn inputs(out: &ParseOutput) -> Vec<serde_json::Value> {
@@ -112,7 +72,7 @@ fn session_identity_prompts_and_model() {
     assert_eq!(s.updated_at, Some(ms("2026-06-09T10:21:36Z")));
 
     // 12 lines, step_index 0–12 with 4 missing; ids follow the steps.
-    let types = step_types(&out);
+    let types = record_types(&out);
     assert_eq!(types.len(), 12);
     let first_ids: Vec<&str> = out
         .messages
@@ -174,7 +134,7 @@ fn session_identity_prompts_and_model() {
 #[test]
 fn planner_responses_tools_and_results() {
     let out = parse("antigravity", ROOT, &full());
-    let types = step_types(&out);
+    let types = record_types(&out);
     assert_eq!(count(&types, "PLANNER_RESPONSE"), 5);
     let answers = of_kind(&out, MessageKind::AssistantText);
     assert_eq!(
@@ -306,7 +266,7 @@ fn the_workspace_comes_from_history_or_the_cli_log() {
 fn byte_sized_chunks_give_the_same_messages() {
     let root = more().join(ROOT);
     let whole = parse("antigravity", ROOT, &full());
-    let small = chunked(&root, &root.join(full()), 1);
+    let small = chunked("antigravity", &root, &root.join(full()), 1);
     assert_eq!(small.messages, whole.messages);
     assert!(small.issues.is_empty());
     let last = small.sessions.last().unwrap();
@@ -343,109 +303,6 @@ fn roots_and_garbage() {
     assert_eq!(r[0].tool_result.as_ref().unwrap().call_id, None);
 }
 
-/// Every line of the file rides, byte for byte and in order, on exactly one message.
-fn assert_raw_once(out: &ParseOutput, file: &Path) {
-    let bytes = std::fs::read(file).unwrap();
-    let lines: Vec<&[u8]> = bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.trim_ascii().is_empty())
-        .collect();
-    let raws: Vec<&[u8]> = out
-        .messages
-        .iter()
-        .filter_map(|m| m.raw.as_deref())
-        .collect();
-    assert_eq!(raws, lines, "every record's raw exactly once, in order");
-}
-
-/// Deterministic damage to a transcript: truncations, overwritten bytes, spliced spans, and
-/// valid JSON whose values changed type (strings to numbers, objects to strings, …).
-fn mutations(bytes: &[u8], n: usize) -> Vec<Vec<u8>> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move |m: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % m.max(1) as u64) as usize
-    };
-    fn retype(v: &mut serde_json::Value, pick: &mut dyn FnMut(usize) -> usize) {
-        use serde_json::Value;
-        match v {
-            Value::Object(o) => o.values_mut().for_each(|x| retype(x, pick)),
-            Value::Array(a) => a.iter_mut().for_each(|x| retype(x, pick)),
-            _ => {}
-        }
-        if pick(5) == 0 {
-            *v = match pick(5) {
-                0 => Value::Null,
-                1 => Value::from(-7),
-                2 => Value::from("x"),
-                3 => serde_json::json!([{"type": 1}]),
-                _ => serde_json::json!({"text": 2}),
-            };
-        }
-    }
-    (0..n)
-        .map(|i| {
-            let mut b = bytes.to_vec();
-            match i % 4 {
-                0 => b.truncate(next(b.len() + 1)),
-                1 => {
-                    for _ in 0..8 {
-                        let p = next(b.len());
-                        b[p] = next(256) as u8;
-                    }
-                }
-                2 => {
-                    let s = next(b.len());
-                    let e = (s + next(400)).min(b.len());
-                    let span = b[s..e].to_vec();
-                    let at = next(b.len());
-                    b.splice(at..at, span);
-                }
-                _ => {
-                    let mut out = Vec::new();
-                    for line in b.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
-                        match serde_json::from_slice::<serde_json::Value>(line) {
-                            Ok(mut v) => {
-                                retype(&mut v, &mut next);
-                                out.extend(serde_json::to_vec(&v).unwrap());
-                            }
-                            // Not JSON (workspace.yaml): kept as it is.
-                            Err(_) => out.extend_from_slice(line),
-                        }
-                        out.push(b'\n');
-                    }
-                    b = out;
-                }
-            }
-            b
-        })
-        .collect()
-}
-
-/// Parses a damaged copy whole and in 64-byte chunks: never a panic, every record's raw at
-/// most once.
-fn survives(root: &Path, path: &Path, bytes: &[u8]) {
-    let reg = AdapterRegistry::new();
-    let a = reg.get(AGENT).unwrap();
-    std::fs::write(path, bytes).unwrap();
-    let whole = parse_file(a, root, path).unwrap();
-    let lines = bytes.split(|&c| c == b'\n').count();
-    assert!(whole.messages.iter().filter(|m| m.raw.is_some()).count() <= lines);
-    let mut cursor = Cursor::default();
-    for _ in 0..100_000 {
-        let out = a.parse(root, path, &cursor, 64).unwrap();
-        cursor = out.cursor;
-        if out.at_end {
-            return;
-        }
-    }
-    panic!("no end");
-}
-
-const AGENT: &str = "antigravity";
-
 #[test]
 fn damaged_transcripts_never_panic() {
     let (_t, root) = copy_home(&["antigravity-cli/history.jsonl"]);
@@ -455,7 +312,7 @@ fn damaged_transcripts_never_panic() {
             std::fs::remove_file(root.join(full())).unwrap();
         }
         for bad in mutations(&src, 120) {
-            survives(&root, &root.join(LOGS).join(name), &bad);
+            survives("antigravity", &root, &root.join(LOGS).join(name), &bad);
         }
     }
 }

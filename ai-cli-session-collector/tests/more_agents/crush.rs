@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use ai_cli_session_collector::{Cursor, ParseOutput, ParsedMessage, Role, SourceKind, TitleSource};
 use rusqlite::Connection;
 
-use super::goose::{Archive, count_rows, drain, ids, raw_json, store, writer};
 use super::*;
 
 /// The project folder (what a Crush root is).
@@ -46,15 +45,7 @@ fn database_matches_sources() {
 
     // Every row of `sessions` and `messages` carries its record exactly once.
     let db = project.join(".crush/crush.db");
-    let tables = count_rows(&db, "messages") + count_rows(&db, "sessions");
-    assert_eq!(tables, 10);
-    let raws: Vec<&ParsedMessage> = out.messages.iter().filter(|m| m.raw.is_some()).collect();
-    assert_eq!(raws.len(), tables);
-    let records: BTreeSet<String> = raws
-        .iter()
-        .map(|m| serde_json::to_string(&raw_json(m)).unwrap())
-        .collect();
-    assert_eq!(records.len(), tables);
+    assert_rows_once(&out, &db, &["messages", "sessions"], 10);
 
     // The project is the folder holding `.crush/`: the database has no cwd column.
     let s1 = out.sessions.iter().find(|s| s.session_id == S1).unwrap();
@@ -218,35 +209,23 @@ fn database_read_incrementally_while_crush_writes() {
     let reg = AdapterRegistry::new();
     let a = reg.get("crush").unwrap();
     assert_eq!(a.discover(root), std::slice::from_ref(&db));
-
-    let first = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut archive = Archive::new();
-    store(&mut archive, &first.messages);
-    let small = drain(a, root, &db, &Cursor::default(), 1);
-    assert!(small.calls > 5, "{} calls", small.calls);
-    assert_eq!(small.messages, first.messages);
-    let again = drain(a, root, &db, &first.cursor, 1 << 20);
-    assert!(again.messages.is_empty() && again.edits.is_empty());
-    let mut cursor = again.cursor;
+    let mut f = Follow::start(a, root, &db);
 
     // Crush in WAL mode: the prompt, then the answer's row inserted empty as streaming starts.
     let w = writer(&db);
     add(&w, "m7", S1, "user", text("Run it again"));
     add(&w, "m8", S1, "assistant", serde_json::json!([]));
-    let d = drain(a, root, &db, &cursor, 1 << 20);
+    let d = f.read();
     assert_eq!(
         ids(&d.messages),
         BTreeSet::from(["m7".to_owned(), "m8".to_owned()])
     );
     let p = d.messages.iter().find(|m| m.message_id == "m7").unwrap();
     assert_eq!((p.kind, p.prompt_number), (MessageKind::UserPrompt, 3));
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
 
     // The answer streamed into its row: 20 updates in place, within the same seconds.
-    let mut last = String::new();
-    for i in 1..=20 {
-        last = format!("Still failing{}", " and failing".repeat(i));
+    let last = f.assert_rewritten_in_place("m8", 3, 5, |i| {
+        let last = format!("Still failing{}", " and failing".repeat(i));
         let mut parts = text(&last);
         if i == 20 {
             parts.as_array_mut().unwrap().push(
@@ -258,32 +237,16 @@ fn database_read_incrementally_while_crush_writes() {
             [parts.to_string()],
         )
         .unwrap();
-        if i % 5 == 0 {
-            continue; // sometimes two updates between reads
-        }
-        let d = drain(a, root, &db, &cursor, 1 << 20);
-        assert_eq!(
-            ids(&d.messages),
-            BTreeSet::from(["m8".to_owned()]),
-            "update {i}"
-        );
-        assert_eq!(d.messages[0].kind, MessageKind::AssistantText);
-        assert_eq!(d.messages[0].text, last);
-        assert_eq!(d.messages[0].prompt_number, 3);
-        assert!(d.messages[0].raw.is_some());
-        store(&mut archive, &d.messages);
-        cursor = d.cursor;
-    }
-    let d = drain(a, root, &db, &cursor, 1 << 20);
+        last
+    });
+    let d = f.read();
     assert_eq!(ids(&d.messages), BTreeSet::from(["m8".to_owned()]));
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
     assert_eq!(
-        archive[&(S1.to_owned(), "m8".to_owned())],
+        f.archive[&(S1.to_owned(), "m8".to_owned())],
         (MessageKind::AssistantText, last.clone(), 3)
     );
     assert_eq!(
-        archive
+        f.archive
             .keys()
             .filter(|(_, id)| id.starts_with("m8"))
             .count(),
@@ -292,39 +255,19 @@ fn database_read_incrementally_while_crush_writes() {
     );
 
     // Crush's triggers bump the session: its row is read again.
-    w.execute(
+    let d = f.assert_session_row_again(
+        &w,
         "UPDATE sessions SET message_count = 8, completion_tokens = 400, updated_at = strftime('%s','now') WHERE id = ?1",
-        [S1],
-    )
-    .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
-    assert_eq!(ids(&d.messages), BTreeSet::from(["session".to_owned()]));
+        S1,
+    );
     assert_eq!(d.messages[0].usage.unwrap().output_tokens, 400);
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
 
     // The incremental reads and a clean read agree.
-    let clean = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut fresh = Archive::new();
-    store(&mut fresh, &clean.messages);
-    assert_eq!(fresh, archive);
+    f.assert_clean_read_agrees();
 
     // The sub-agent session deleted (ON DELETE CASCADE is Crush's; done by hand here): nothing is
     // reported, the archive keeps what it read.
-    w.execute_batch(&format!(
-        "DELETE FROM messages WHERE session_id = '{S2}'; DELETE FROM sessions WHERE id = '{S2}';"
-    ))
-    .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
-    assert!(d.messages.is_empty(), "{:?}", ids(&d.messages));
-    assert!(d.edits.is_empty());
-    assert_eq!(archive.keys().filter(|(s, _)| s == S2).count(), 3);
-    let clean = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut fresh = Archive::new();
-    store(&mut fresh, &clean.messages);
-    archive.retain(|(s, _), _| s != S2);
-    assert_eq!(fresh, archive);
-    drop(w);
+    f.assert_deleted_session_kept(w, S2, 3);
 }
 
 #[test]
@@ -341,14 +284,12 @@ fn garbage_and_foreign_databases_are_errors_or_issues() {
     )
     .unwrap();
     assert!(a.parse(root, &db, &Cursor::default(), 1 << 20).is_err());
-    std::fs::remove_file(&db).unwrap();
-    Connection::open(&db)
-        .unwrap()
-        .execute_batch("CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at INTEGER)")
-        .unwrap();
-    let out = a.parse(root, &db, &Cursor::default(), 1 << 20).unwrap();
-    assert!(out.messages.is_empty());
-    assert_eq!(out.issues.len(), 1);
+    let out = parse_foreign_database(
+        a,
+        root,
+        &db,
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, updated_at INTEGER)",
+    );
     assert!(out.issues[0].reason.contains("messages"));
     // A row whose `parts` is not JSON: kept, with an issue.
     let w = Connection::open(&db).unwrap();

@@ -1,11 +1,10 @@
 //! Goose: `sessions.db` (schema v16, hand-made rows) and a legacy `<id>.jsonl` file, with the
 //! values SOURCES.md gives; the database read incrementally while another connection writes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use ai_cli_session_collector::{
-    ConversationAdapter, Cursor, Edit, ParseOutput, ParsedMessage, Role, SessionInfo, SourceKind,
-    TitleSource, aggregate_usage,
+    Cursor, ParseOutput, ParsedMessage, Role, SessionInfo, SourceKind, TitleSource, aggregate_usage,
 };
 use rusqlite::Connection;
 
@@ -29,25 +28,12 @@ fn info<'a>(out: &'a ParseOutput, sid: &str) -> &'a SessionInfo {
         .unwrap_or_else(|| panic!("no session {sid}"))
 }
 
-/// The record a message carries, as JSON.
-pub(crate) fn raw_json(m: &ParsedMessage) -> serde_json::Value {
-    serde_json::from_slice(m.raw.as_deref().expect("raw")).expect("raw is JSON")
-}
-
 /// The rows of the messages table behind `msgs`, by the record the first message of each holds.
 fn rows<'a>(msgs: &[&'a ParsedMessage]) -> Vec<(&'a ParsedMessage, serde_json::Value)> {
     msgs.iter()
         .filter(|m| m.raw.is_some() && m.message_id.starts_with("msg_"))
         .map(|m| (*m, raw_json(m)))
         .collect()
-}
-
-pub(crate) fn count_rows(db: &std::path::Path, table: &str) -> usize {
-    let c = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
-        r.get::<_, i64>(0)
-    })
-    .unwrap() as usize
 }
 
 #[test]
@@ -57,16 +43,7 @@ fn database_matches_sources() {
 
     // Every row of the three conversation tables carries its record exactly once.
     let db = more().join(ROOT).join("sessions.db");
-    let tables =
-        count_rows(&db, "messages") + count_rows(&db, "sessions") + count_rows(&db, "usage_ledger");
-    assert_eq!(tables, 13);
-    let raws: Vec<&ParsedMessage> = out.messages.iter().filter(|m| m.raw.is_some()).collect();
-    assert_eq!(raws.len(), tables);
-    let records: BTreeSet<String> = raws
-        .iter()
-        .map(|m| serde_json::to_string(&raw_json(m)).unwrap())
-        .collect();
-    assert_eq!(records.len(), tables, "a row's record appears twice");
+    assert_rows_once(&out, &db, &["messages", "sessions", "usage_ledger"], 13);
 
     // Session 20260609_1: working_dir, name, model, user session.
     let s1 = info(&out, S1);
@@ -334,74 +311,6 @@ fn discovery_finds_the_database_and_the_legacy_file() {
     );
 }
 
-// ---- incremental reads of a database another connection writes (shared with crush.rs) ----
-
-/// What the archive holds: (session, message id) → (kind, text, prompt number), upserted read
-/// after read.
-pub(crate) type Archive = BTreeMap<(String, String), (MessageKind, String, u32)>;
-
-/// Everything one parse call after another returns until the adapter is at the end.
-pub(crate) struct Drained {
-    pub messages: Vec<ParsedMessage>,
-    pub sessions: Vec<SessionInfo>,
-    pub edits: Vec<Edit>,
-    pub cursor: Cursor,
-    pub calls: usize,
-}
-
-pub(crate) fn drain(
-    a: &dyn ConversationAdapter,
-    root: &std::path::Path,
-    path: &std::path::Path,
-    cursor: &Cursor,
-    max_bytes: usize,
-) -> Drained {
-    let mut d = Drained {
-        messages: Vec::new(),
-        sessions: Vec::new(),
-        edits: Vec::new(),
-        cursor: cursor.clone(),
-        calls: 0,
-    };
-    loop {
-        let out = a.parse(root, path, &d.cursor, max_bytes).unwrap();
-        assert!(out.issues.is_empty(), "{:?}", out.issues);
-        d.calls += 1;
-        d.messages.extend(out.messages);
-        d.sessions.extend(out.sessions);
-        d.edits.extend(out.edits);
-        d.cursor = out.cursor;
-        if out.at_end {
-            return d;
-        }
-        assert!(d.calls < 10_000, "no end");
-    }
-}
-
-pub(crate) fn store(archive: &mut Archive, msgs: &[ParsedMessage]) {
-    for m in msgs {
-        archive.insert(
-            (m.session_id.clone(), m.message_id.clone()),
-            (m.kind, m.text.clone(), m.prompt_number),
-        );
-    }
-}
-
-pub(crate) fn ids(msgs: &[ParsedMessage]) -> BTreeSet<String> {
-    msgs.iter().map(|m| m.message_id.clone()).collect()
-}
-
-/// A writer like the agent's own: WAL mode, a busy timeout.
-pub(crate) fn writer(path: &std::path::Path) -> Connection {
-    let w = Connection::open(path).unwrap();
-    w.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-    let mode: String = w
-        .query_row("PRAGMA journal_mode = wal", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "wal");
-    w
-}
-
 fn add(w: &Connection, mid: &str, sid: &str, role: &str, content: &str, ts: i64) {
     w.execute(
         "INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json)
@@ -424,18 +333,7 @@ fn database_read_incrementally_while_goose_writes() {
     let reg = AdapterRegistry::new();
     let a = reg.get("goose").unwrap();
     assert!(a.is_transcript(root, &db));
-
-    let first = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut archive = Archive::new();
-    store(&mut archive, &first.messages);
-    // Read in the smallest steps: one row at a time, the same messages.
-    let small = drain(a, root, &db, &Cursor::default(), 1);
-    assert!(small.calls > 5, "{} calls", small.calls);
-    assert_eq!(small.messages, first.messages);
-    // Nothing changed: nothing new.
-    let again = drain(a, root, &db, &first.cursor, 1 << 20);
-    assert!(again.messages.is_empty() && again.edits.is_empty());
-    let mut cursor = again.cursor;
+    let mut f = Follow::start(a, root, &db);
 
     let w = writer(&db);
     // A new prompt and the start of its answer.
@@ -455,7 +353,7 @@ fn database_read_incrementally_while_goose_writes() {
         &text_content(""),
         1_781_001_201,
     );
-    let d = drain(a, root, &db, &cursor, 1 << 20);
+    let d = f.read();
     assert_eq!(
         ids(&d.messages),
         BTreeSet::from([
@@ -470,43 +368,24 @@ fn database_read_incrementally_while_goose_writes() {
         .unwrap();
     assert_eq!((p.kind, p.prompt_number), (MessageKind::UserPrompt, 3));
     assert!(d.messages.iter().all(|m| m.raw.is_some()));
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
 
     // The answer rewritten in place 20 times: each read takes that row again, as one message.
-    let mut last = String::new();
-    for i in 1..=20 {
-        last = format!("All {i} suites pass{}", ".".repeat(i));
+    let last = f.assert_rewritten_in_place("msg_20260609_1_0010", 3, 4, |i| {
+        let last = format!("All {i} suites pass{}", ".".repeat(i));
         w.execute(
             "UPDATE messages SET content_json = ?1 WHERE message_id = 'msg_20260609_1_0010'",
             [text_content(&last)],
         )
         .unwrap();
-        if i % 4 == 0 {
-            continue; // sometimes two updates between reads
-        }
-        let d = drain(a, root, &db, &cursor, 1 << 20);
-        assert_eq!(
-            ids(&d.messages),
-            BTreeSet::from(["msg_20260609_1_0010".to_owned()]),
-            "update {i}"
-        );
-        assert_eq!(d.messages[0].text, last);
-        assert_eq!(d.messages[0].kind, MessageKind::AssistantText);
-        assert_eq!(d.messages[0].prompt_number, 3);
-        assert!(d.messages[0].raw.is_some());
-        store(&mut archive, &d.messages);
-        cursor = d.cursor;
-    }
+        last
+    });
     // The 20th update, not read yet.
-    let d = drain(a, root, &db, &cursor, 1 << 20);
+    let d = f.read();
     assert_eq!(
         ids(&d.messages),
         BTreeSet::from(["msg_20260609_1_0010".to_owned()])
     );
     assert_eq!(d.messages[0].text, last);
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
     // Goose flips `userVisible` in place (update_message_metadata): taken again as well.
     w.execute(
         "UPDATE messages SET metadata_json = '{\"userVisible\":false,\"agentVisible\":true}'
@@ -514,37 +393,28 @@ fn database_read_incrementally_while_goose_writes() {
         [],
     )
     .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
+    let d = f.read();
     assert_eq!(
         ids(&d.messages),
         BTreeSet::from(["msg_20260609_1_0008".to_owned()])
     );
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
-    let answer = &archive[&(S1.to_owned(), "msg_20260609_1_0010".to_owned())];
+    let answer = &f.archive[&(S1.to_owned(), "msg_20260609_1_0010".to_owned())];
     assert_eq!(answer, &(MessageKind::AssistantText, last.clone(), 3));
 
     // The session renamed by the user: its row is read again.
-    w.execute(
+    let d = f.assert_session_row_again(
+        &w,
         "UPDATE sessions SET name = 'Date tests', user_set_name = 1, updated_at = '2026-06-09 10:40:00' WHERE id = ?1",
-        [S1],
-    )
-    .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
-    assert_eq!(ids(&d.messages), BTreeSet::from(["session".to_owned()]));
+        S1,
+    );
     let s = d.sessions.iter().find(|s| s.session_id == S1).unwrap();
     assert_eq!(
         s.title,
         Some((TitleSource::Custom, "Date tests".to_owned()))
     );
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
 
     // The incremental reads and a clean read agree.
-    let clean = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut fresh = Archive::new();
-    store(&mut fresh, &clean.messages);
-    assert_eq!(fresh, archive);
+    f.assert_clean_read_agrees();
     // Goose rewrites a conversation as new rows (replace_conversation): same ids, same numbers.
     w.execute_batch(&format!(
         "BEGIN;
@@ -555,35 +425,19 @@ fn database_read_incrementally_while_goose_writes() {
          COMMIT;"
     ))
     .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
-    let s1_ids: BTreeSet<String> = archive
+    let before = f.archive.clone();
+    let d = f.read();
+    let s1_ids: BTreeSet<String> = before
         .keys()
         .filter(|(s, id)| s == S1 && id.starts_with("msg_"))
         .map(|(_, id)| id.clone())
         .collect();
     assert_eq!(ids(&d.messages), s1_ids);
-    let mut replaced = archive.clone();
-    store(&mut replaced, &d.messages);
-    assert_eq!(replaced, archive, "same ids, texts and prompt numbers");
-    store(&mut archive, &d.messages);
-    cursor = d.cursor;
+    assert_eq!(f.archive, before, "same ids, texts and prompt numbers");
 
-    // The sub-agent session deleted: nothing is reported, the archive keeps what it read.
-    w.execute_batch(&format!(
-        "DELETE FROM messages WHERE session_id = '{S2}'; DELETE FROM sessions WHERE id = '{S2}';"
-    ))
-    .unwrap();
-    let d = drain(a, root, &db, &cursor, 1 << 20);
-    assert!(d.messages.is_empty(), "{:?}", ids(&d.messages));
-    assert!(d.edits.is_empty());
-    let kept = archive.keys().filter(|(s, _)| s == S2).count();
-    assert_eq!(kept, 3, "the sub-agent's session row and two messages stay");
-    let clean = drain(a, root, &db, &Cursor::default(), 1 << 20);
-    let mut fresh = Archive::new();
-    store(&mut fresh, &clean.messages);
-    archive.retain(|(s, _), _| s != S2);
-    assert_eq!(fresh, archive);
-    drop(w);
+    // The sub-agent session deleted: nothing is reported, the archive keeps what it read (the
+    // sub-agent's session row and two messages).
+    f.assert_deleted_session_kept(w, S2, 3);
 }
 
 #[test]
@@ -603,14 +457,7 @@ fn garbage_and_foreign_databases_are_errors_or_issues() {
     std::fs::write(&db, &bytes).unwrap();
     let _ = a.parse(root, &db, &Cursor::default(), 1 << 20);
     // A database without Goose's tables.
-    std::fs::remove_file(&db).unwrap();
-    Connection::open(&db)
-        .unwrap()
-        .execute_batch("CREATE TABLE other (x)")
-        .unwrap();
-    let out = a.parse(root, &db, &Cursor::default(), 1 << 20).unwrap();
-    assert!(out.messages.is_empty());
-    assert_eq!(out.issues.len(), 1);
+    let out = parse_foreign_database(a, root, &db, "CREATE TABLE other (x)");
     assert!(!out.issues[0].kept);
     // A legacy file of garbage: issues, no panic.
     let jsonl = root.join("20250101_000000.jsonl");

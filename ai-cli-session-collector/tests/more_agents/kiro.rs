@@ -296,3 +296,31 @@ fn kiro_odd_lines_and_sub_agents() {
     assert!(s.title.is_none());
     assert_eq!(s.project_path.as_deref(), Some("/w"));
 }
+
+/// The store reads a source again only when its stamp changes: a rewritten sidecar must change
+/// the transcript's stamp (and map back to it), or a new model or cwd would wait for the next
+/// prompt.
+#[test]
+fn kiro_sidecar_changes_the_transcripts_stamp() {
+    let reg = AdapterRegistry::new();
+    let a = reg.get("kiro").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for f in [file(), format!("{SID}.json")] {
+        std::fs::copy(more().join(ROOT).join(&f), tmp.path().join(&f)).unwrap();
+    }
+    let transcript = tmp.path().join(file());
+    let sidecar = tmp.path().join(format!("{SID}.json"));
+    assert_eq!(
+        a.source_of(tmp.path(), &sidecar).as_deref(),
+        Some(transcript.as_path())
+    );
+    let before = a.stamp(tmp.path(), &transcript).unwrap();
+    let mut side = std::fs::read(&sidecar).unwrap();
+    side.extend_from_slice(b"\n");
+    std::fs::write(&sidecar, side).unwrap();
+    let after = a.stamp(tmp.path(), &transcript).unwrap();
+    assert_ne!(
+        before, after,
+        "the sidecar is part of the transcript's stamp"
+    );
+}
