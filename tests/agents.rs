@@ -142,11 +142,26 @@ fn every_agent_is_imported_listed_and_found() {
     let again = h.json(&["import", "--json"]);
     assert_eq!(again["messages"], 0, "{again}");
     assert_eq!(again["messages_updated"], 0, "{again}");
-    // The human listing names every agent too.
+    // The human listing names every agent too, with the folder it was found in, and says of
+    // an agent not found where it was looked for.
     let text = String::from_utf8(h.run(&["agents"]).stdout).unwrap();
     for (agent, _, _) in EXPECTED {
-        assert!(text.contains(agent), "{agent} missing from:\n{text}");
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(agent))
+            .unwrap_or_else(|| panic!("{agent} missing from:\n{text}"));
+        assert!(line.contains("installed"), "{line}");
     }
+    assert!(
+        text.contains(&h.project("aider").display().to_string()),
+        "{text}"
+    );
+    let claude = text
+        .lines()
+        .skip_while(|l| !l.starts_with("claude"))
+        .nth(1)
+        .unwrap();
+    assert!(claude.contains("looked in 2 folders"), "{text}");
 }
 
 #[test]

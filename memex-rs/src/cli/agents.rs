@@ -106,9 +106,19 @@ pub(super) fn agents(ctx: &Ctx, json: bool) -> Result<()> {
             a.files,
             short_time(a.last_activity.as_deref()),
         )?;
-        for r in &v.roots {
-            let mark = if r.exists { "" } else { "  (absent)" };
-            writeln!(out, "{:<width$}    {}{mark}", "", r.path.display())?;
+        // Where it is: the folders that exist; for an agent not found, how many were tried.
+        let present: Vec<&RootView> = v.roots.iter().filter(|r| r.exists).collect();
+        for r in &present {
+            writeln!(out, "{:<width$}    {}", "", r.path.display())?;
+        }
+        if present.is_empty() && !v.roots.is_empty() {
+            writeln!(
+                out,
+                "{:<width$}    looked in {} folder{} (`memex agents --json` lists them)",
+                "",
+                v.roots.len(),
+                if v.roots.len() == 1 { "" } else { "s" }
+            )?;
         }
         if a.bad_records + a.records_with_issues > 0 || !v.problems.is_empty() {
             writeln!(
