@@ -432,7 +432,8 @@ impl Actor {
                             scans.push((r.agent.clone(), r.path.clone(), r.path.clone()));
                         }
                     } else {
-                        tracing::info!(agent = %r.agent, root = %r.path.display(), parent = %t.display(),
+                        // Most agents are not installed: one line each would bury the log.
+                        tracing::debug!(agent = %r.agent, root = %r.path.display(), parent = %t.display(),
                             "root does not exist yet; watching its parent");
                     }
                     r.watched = Some(t);
