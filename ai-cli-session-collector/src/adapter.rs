@@ -392,6 +392,14 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
             return;
         }
         match reader::decode_json(trimmed) {
+            // Every line format is one JSON object per line: anything else is reported here,
+            // once for all adapters.
+            Ok(d) if !d.value.is_object() => emit.out.issues.push(ParseIssue {
+                line: line_no,
+                byte_offset: offset,
+                reason: "record is not a JSON object".into(),
+                kept: false,
+            }),
             Ok(d) => {
                 let issues_before = emit.out.issues.len();
                 let before = emit.out.messages.len();

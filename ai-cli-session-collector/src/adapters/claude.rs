@@ -154,10 +154,6 @@ fn handle(
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     let ty = str_of(v, "type").unwrap_or("");
     let line_sid = str_of(v, "sessionId").filter(|s| !s.is_empty());
     if st.session_id.is_none() {

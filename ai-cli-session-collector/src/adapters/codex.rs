@@ -123,10 +123,6 @@ fn handle(
     fallback: &str,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     let ty = str_of(v, "type");
     let payload = v.get("payload");
     if st.session_id.is_none() {

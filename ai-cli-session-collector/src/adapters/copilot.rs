@@ -244,10 +244,6 @@ fn handle(
     fallback: &str,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     let ty = str_of(v, "type").unwrap_or("");
     let data = v.get("data").filter(|d| d.is_object()).unwrap_or(&NULL);
     if st.session_id.is_none() {

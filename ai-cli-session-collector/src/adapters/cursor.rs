@@ -257,10 +257,6 @@ fn handle(
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     let base_id = format!("L{}", rec.line);
     let sub = ctx.parent.is_some();
     let mk = |block: usize, role: Role, kind: MessageKind, prompt: u32| {

@@ -544,10 +544,6 @@ fn legacy_record(
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "line is not a JSON object");
-        return;
-    }
     let Some(role) = str_of(v, "role") else {
         // The metadata line (line 1).
         if let Some(cwd) = string_of(v, "working_dir") {

@@ -264,10 +264,6 @@ fn handle(
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     st.seen = true;
     let kind = str_of(v, "kind").unwrap_or("");
     let data = v.get("data").unwrap_or(&Value::Null);

@@ -256,10 +256,6 @@ fn handle(
     fallback: &str,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     let ty = str_of(v, "type").unwrap_or("");
     if let Some(t) = v.get("timestamp").and_then(parse_ts) {
         info.started_at = Some(info.started_at.map_or(t, |s| s.min(t)));

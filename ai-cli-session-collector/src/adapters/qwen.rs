@@ -155,10 +155,6 @@ fn handle(
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    if !v.is_object() {
-        emit.skip(&rec, "record is not a JSON object");
-        return;
-    }
     if st.session_id.is_none() {
         let own = string_of(v, "sessionId").filter(|s| ctx.parent.as_ref() != Some(s));
         st.session_id = Some(own.unwrap_or_else(|| ctx.stem.clone()));
