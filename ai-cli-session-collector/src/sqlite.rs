@@ -173,8 +173,13 @@ fn at_or_after(a: &str, b: &str) -> bool {
 
 /// A digest of a row's columns from `from` on: equal digests mean an unchanged row.
 fn row_digest(row: &rusqlite::Row<'_>, from: usize) -> u64 {
+    row_digest_range(row, from, row.as_ref().column_count())
+}
+
+/// A digest of a row's columns `from..to`.
+fn row_digest_range(row: &rusqlite::Row<'_>, from: usize, to: usize) -> u64 {
     let mut h = Sha256::new();
-    for i in from..row.as_ref().column_count() {
+    for i in from..to {
         match row.get_ref(i) {
             Ok(ValueRef::Null) | Err(_) => h.update([0u8]),
             Ok(ValueRef::Integer(n)) => {
@@ -389,6 +394,8 @@ impl<S: Default + AsMut<SessionMarks>> Tables<S> {
 
 /// The alias the row id is selected under (removed from the row's record).
 const ROWID: &str = "_memex_rowid";
+/// The alias a row's update stamp is selected under, as an integer (not part of its record).
+const STAMP: &str = "_memex_stamp";
 
 /// One row taken from a table: its row id, its columns as JSON and that JSON's bytes (the
 /// row's lossless record in the archive).
@@ -403,6 +410,7 @@ impl Taken {
         let mut v = row_json(row);
         if let Value::Object(o) = &mut v {
             o.remove(ROWID);
+            o.remove(STAMP);
         }
         let raw = serde_json::to_vec(&v).unwrap_or_default();
         Taken { rowid, row: v, raw }
@@ -477,8 +485,12 @@ pub(crate) struct RowMarks {
 
 /// A map keyed by row id, whose keys JSON keeps as text: read back as text, so that it also
 /// reads from a state nested in another one (`#[serde(flatten)]` hands them on as text).
-fn row_id_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<i64, u64>, D::Error> {
-    let keyed = BTreeMap::<String, u64>::deserialize(d)?;
+fn row_id_keys<'de, D, V>(d: D) -> Result<BTreeMap<i64, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    let keyed = BTreeMap::<String, V>::deserialize(d)?;
     keyed
         .into_iter()
         .map(|(k, v)| k.parse().map(|k| (k, v)).map_err(serde::de::Error::custom))
@@ -553,6 +565,120 @@ impl RowMarks {
             at_end,
             reset,
         })
+    }
+}
+
+/// How far back, in milliseconds of a table's own update stamps, rows are looked at again for
+/// changes made in place ([`StampMarks`]): wider than any write transaction an agent keeps open,
+/// so a row stamped before it committed is still seen.
+pub(crate) const STAMP_WINDOW_MS: i64 = 120_000;
+
+/// Where reading a table that stamps every write stands (OpenCode's `time_updated`): new rows
+/// are taken in row id order above the highest taken (a single writer commits row ids in order,
+/// so a row committed late is still above it, and a first import never sorts the table); rows
+/// changed in place are found by their stamp, from [`STAMP_WINDOW_MS`] before the latest stamp
+/// seen, once the new rows are all taken. The rows of that window are remembered by digest, so
+/// a row is taken again only when it changed.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct StampMarks {
+    #[serde(default)]
+    max: i64,
+    /// The latest stamp seen, as the agent wrote it.
+    #[serde(default)]
+    top: Option<i64>,
+    /// Row id → (stamp, digest) of the rows within the window.
+    #[serde(default, deserialize_with = "row_id_keys")]
+    recent: BTreeMap<i64, (i64, u64)>,
+}
+
+impl StampMarks {
+    /// Reads `table` (a fixed name chosen by the adapter) whose update stamp is `stamp`: new
+    /// rows until about `max_bytes` were taken, then, when none is left, the rows of the window
+    /// that changed.
+    pub(crate) fn read(
+        &mut self,
+        conn: &Connection,
+        table: &str,
+        stamp: &str,
+        max_bytes: usize,
+    ) -> rusqlite::Result<Taking> {
+        let select = format!(
+            "SELECT rowid AS {ROWID}, *, coalesce(CAST({stamp} AS INTEGER), 0) AS {STAMP} \
+             FROM {table}"
+        );
+        let mut reset = false;
+        if self.max > 0 {
+            let top: Option<i64> =
+                conn.query_row(&format!("SELECT max(rowid) FROM {table}"), [], |r| r.get(0))?;
+            if top.unwrap_or(0) < self.max {
+                // Rows above every row left: another database in the same place.
+                *self = StampMarks::default();
+                reset = true;
+            }
+        }
+        let mut rows = Vec::new();
+        let mut bytes = 0u64;
+        let mut at_end = true;
+        {
+            let mut st = conn.prepare(&format!("{select} WHERE rowid > ?1 ORDER BY rowid"))?;
+            let mut q = st.query([self.max])?;
+            while let Some(r) = q.next()? {
+                if !rows.is_empty() && bytes >= max_bytes as u64 {
+                    at_end = false;
+                    break;
+                }
+                let (t, at, digest) = Self::take(r)?;
+                self.top = Some(self.top.map_or(at, |top| top.max(at)));
+                self.recent.insert(t.rowid, (at, digest));
+                bytes += t.raw.len() as u64;
+                self.max = t.rowid;
+                rows.push(t);
+            }
+        }
+        if at_end {
+            let mut st = conn.prepare(&format!(
+                "{select} WHERE rowid <= ?1 AND coalesce(CAST({stamp} AS INTEGER), 0) >= ?2 \
+                 ORDER BY rowid"
+            ))?;
+            let mut q = st.query([self.max, self.since()])?;
+            let mut window = BTreeMap::new();
+            while let Some(r) = q.next()? {
+                let (t, at, digest) = Self::take(r)?;
+                window.insert(t.rowid, (at, digest));
+                if self.recent.get(&t.rowid).map(|e| e.1) != Some(digest) {
+                    bytes += t.raw.len() as u64;
+                    rows.push(t);
+                }
+            }
+            self.recent = window;
+        }
+        let since = self.since();
+        self.recent.retain(|_, e| e.0 >= since);
+        Ok(Taking {
+            rows,
+            bytes,
+            at_end,
+            reset,
+        })
+    }
+
+    /// The oldest stamp of the window, in the table's own unit (seconds or milliseconds).
+    fn since(&self) -> i64 {
+        match self.top {
+            None => i64::MIN,
+            Some(top) if epoch_ms(top) == top => top.saturating_sub(STAMP_WINDOW_MS),
+            Some(top) => top.saturating_sub(STAMP_WINDOW_MS / 1000),
+        }
+    }
+
+    /// A row as taken, with its stamp and its digest (neither the row id in front nor the
+    /// stamp behind is part of the record).
+    fn take(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Taken, i64, u64)> {
+        let rowid: i64 = r.get(0)?;
+        let at: i64 = r.get(STAMP)?;
+        let n = r.as_ref().column_count();
+        let digest = row_digest_range(r, 1, n - 1);
+        Ok((Taken::new(r, rowid), at, digest))
     }
 }
 

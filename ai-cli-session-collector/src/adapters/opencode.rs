@@ -70,7 +70,7 @@ use crate::model::{
     Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
     ToolResult, Usage,
 };
-use crate::sqlite::{Db, json_column, row_json};
+use crate::sqlite::{Db, StampMarks, json_column, row_json};
 use crate::{reader, text};
 
 const AGENT: &str = "opencode";
@@ -450,18 +450,16 @@ impl Seen {
 
 // ---- databases ----
 
-/// The `(time_updated, id)` of the last row read from a table.
-type Mark = Option<(i64, String)>;
-
-/// Where the reading of a database stands.
+/// Where the reading of a database stands: per table, the rows taken ([`StampMarks`]: by row
+/// id, and by `time_updated` for rows the agent updates in place).
 #[derive(Default, Serialize, Deserialize)]
 struct DbState {
     #[serde(default)]
-    sessions: Mark,
+    sessions: StampMarks,
     #[serde(default)]
-    messages: Mark,
+    messages: StampMarks,
     #[serde(default)]
-    parts: Mark,
+    parts: StampMarks,
 }
 
 /// One row: its columns as JSON, that JSON's bytes (the row's raw record), and its place among
@@ -538,52 +536,36 @@ struct DbRead<'a> {
 }
 
 impl DbRead<'_> {
-    /// Rows of `table` above `mark`, in `(time_updated, id)` order, until the budget is spent;
-    /// the mark moves past each row returned. `true` when none is left. The mark is the very
-    /// value SQLite compares (`time_updated` as an integer, `id` as text), so a malformed
-    /// column cannot make the same rows come back forever.
-    fn rows(&mut self, table: &str, mark: &mut Mark) -> Result<(bool, Vec<Row>), ParseError> {
-        const T: &str = "coalesce(CAST(time_updated AS INTEGER), 0)";
-        const ID: &str = "coalesce(CAST(id AS TEXT), '')";
-        let db = self.db;
-        let sql = format!(
-            "SELECT *, {T} AS memex_mark_t, {ID} AS memex_mark_id FROM {table} \
-             WHERE ?1 IS NULL OR {T} > ?1 OR ({T} = ?1 AND {ID} > ?2) ORDER BY {T}, {ID}"
-        );
-        let mut stmt = db.conn().prepare(&sql).map_err(|e| db.error(e))?;
-        let (t, id) = match mark {
-            Some((t, id)) => (Some(*t), id.clone()),
-            None => (None, String::new()),
-        };
-        let mut rows = stmt
-            .query(rusqlite::params![t, id])
-            .map_err(|e| db.error(e))?;
-        let mut out = Vec::new();
-        loop {
-            let Some(row) = rows.next().map_err(|e| db.error(e))? else {
-                return Ok((true, out));
-            };
-            if self.budget == 0 {
-                return Ok((false, out));
-            }
-            let at: (i64, String) = (
-                row.get("memex_mark_t").map_err(|e| db.error(e))?,
-                row.get("memex_mark_id").map_err(|e| db.error(e))?,
-            );
-            let mut json = row_json(row);
-            if let Some(o) = json.as_object_mut() {
-                // The last two columns, removed last first: the row's own order stays.
-                o.remove("memex_mark_id");
-                o.remove("memex_mark_t");
-            }
-            let raw = serde_json::to_vec(&json).unwrap_or_default();
-            self.budget = self.budget.saturating_sub(raw.len().max(1));
-            self.bytes += raw.len() as u64;
-            let n = self.line + self.rows;
-            self.rows += 1;
-            *mark = Some(at);
-            out.push(Row { json, raw, n });
+    /// Rows of `table` new or changed since `marks`, until the budget is spent. `true` when
+    /// none is left.
+    fn rows(
+        &mut self,
+        table: &str,
+        marks: &mut StampMarks,
+    ) -> Result<(bool, Vec<Row>), ParseError> {
+        if self.budget == 0 {
+            return Ok((false, Vec::new()));
         }
+        let db = self.db;
+        let taking = marks
+            .read(db.conn(), table, "time_updated", self.budget)
+            .map_err(|e| db.error(e))?;
+        self.budget = self.budget.saturating_sub(taking.bytes as usize);
+        self.bytes += taking.bytes;
+        let rows = taking
+            .rows
+            .into_iter()
+            .map(|t| {
+                let n = self.line + self.rows;
+                self.rows += 1;
+                Row {
+                    json: t.row,
+                    raw: t.raw,
+                    n,
+                }
+            })
+            .collect();
+        Ok((taking.at_end, rows))
     }
 
     /// The session row of `id` in `table`, when this read has not seen it yet.

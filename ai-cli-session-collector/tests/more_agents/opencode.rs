@@ -646,6 +646,64 @@ fn v2_database_rows_inserted_and_rewritten_in_place_come_back_under_their_ids() 
 }
 
 #[test]
+fn v2_rows_committed_late_with_older_stamps_are_still_taken_once() {
+    let (dir, path, w) = writable_copy(V2);
+    let root = dir.path();
+    let first = parse_file(adapter(), root, &path).unwrap();
+    let mut outs = vec![first.clone()];
+    let top: i64 = w
+        .query_row("SELECT max(time_updated) FROM session_message", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+
+    // A row whose stamp is older than every row already read (its writer stamped it, then
+    // committed after the others): it has the next row id, so it is read.
+    w.execute(
+        "INSERT INTO session_message (id, session_id, type, seq, time_created, time_updated, data)
+         VALUES ('msg_late', ?1, 'user', 40, 1000, 1000,
+                 '{\"text\":\"A prompt stamped long ago\",\"files\":[],\"agents\":[]}')",
+        [COLORS],
+    )
+    .unwrap();
+    let out = parse_at(root, &path, &first.cursor, 1 << 20);
+    assert_eq!(
+        ids_and_raws(&out),
+        (BTreeSet::from(["msg_late".to_owned()]), 1)
+    );
+    let mut cursor = out.cursor.clone();
+    outs.push(out);
+
+    // An old row rewritten in place with a stamp just under the latest one (inside the
+    // window): taken again once, and not again while it stays as it is.
+    let old: String = w
+        .query_row(
+            "SELECT id FROM session_message WHERE type = 'assistant' ORDER BY rowid LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    w.execute(
+        "UPDATE session_message SET time_updated = ?1,
+                data = json_set(data, '$.tokens.output', 777) WHERE id = ?2",
+        rusqlite::params![top - 1, old],
+    )
+    .unwrap();
+    let out = parse_at(root, &path, &cursor, 1 << 20);
+    let (ids, raw) = ids_and_raws(&out);
+    assert_eq!(raw, 1, "{ids:?}");
+    assert!(ids.iter().all(|i| i.starts_with(&old)), "{ids:?}");
+    cursor = out.cursor.clone();
+    outs.push(out);
+    let again = parse_at(root, &path, &cursor, 1 << 20);
+    assert!(again.messages.is_empty(), "nothing changed");
+    outs.push(again);
+
+    let fresh = parse_file(adapter(), root, &path).unwrap();
+    assert_eq!(upserted(&outs), upserted([&fresh]));
+}
+
+#[test]
 fn v1_database_parts_inserted_and_rewritten_in_place_come_back_under_their_ids() {
     let (dir, path, w) = writable_copy(V1DB);
     let root = dir.path();
