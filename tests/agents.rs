@@ -357,6 +357,70 @@ fn a_database_written_while_serving_ends_as_a_clean_import() {
 }
 
 #[test]
+fn a_project_first_seen_while_serving_is_followed_for_the_agents_that_write_there() {
+    let home = Home::empty();
+    let project = home.path().join("work/okapi-app");
+    std::fs::create_dir_all(&project).unwrap();
+    let cwd = project.to_str().unwrap();
+    let s = home.serve(&[("MEMEX_VECTOR_PROVIDER", "off")]);
+    s.wait_watching();
+    let hits = |s: &Server, q: &str, agent: &str| {
+        s.ok(&format!("/api/search?q={q}&agent={agent}"))["results"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    // Aider wrote in the project before the archive knew it: not looked at yet.
+    std::fs::write(
+        project.join(".aider.chat.history.md"),
+        "# aider chat started at 2026-11-30 10:00:00\n\n#### Rename the xylocarp helper\n\n\
+         Renamed it to xylocarp_v2.\n",
+    )
+    .unwrap();
+    // A Claude Code session in that project: the service learns of the folder.
+    home.write_claude(
+        cwd,
+        "sess-okapi",
+        &[
+            claude_prompt("sess-okapi", "u1", cwd, "Set up the okapiformat parser"),
+            claude_answer("sess-okapi", "a1", cwd, "The okapiformat parser is set up."),
+        ],
+    );
+    s.wait_for(30, "the Claude Code session", |s| {
+        (hits(s, "okapiformat", "claude") > 0).then_some(())
+    });
+    // The project folder becomes a root of Aider (and Crush): what is there is read, and what
+    // is written there later follows.
+    s.wait_for(30, "Aider's history in the new project", |s| {
+        (hits(s, "xylocarp", "aider") > 0).then_some(())
+    });
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(project.join(".aider.chat.history.md"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"\n#### Now add the quetzalcoatl test\n\nAdded it.\n",
+    )
+    .unwrap();
+    drop(f);
+    s.wait_for(30, "a later prompt in that history", |s| {
+        (hits(s, "quetzalcoatl", "aider") > 0).then_some(())
+    });
+    let health = s.ok("/api/health");
+    let roots = health["watcher"]["roots"].as_array().unwrap();
+    for agent in ["aider", "crush"] {
+        assert!(
+            roots
+                .iter()
+                .any(|r| r["agent"] == agent && r["path"].as_str() == Some(cwd)),
+            "{agent} follows the project: {roots:?}"
+        );
+    }
+}
+
+#[test]
 fn kill_9_while_a_database_streams_loses_and_repeats_nothing() {
     let h = AgentsHome::new();
     let db_path = h.project("demo-app").join(".crush/crush.db");

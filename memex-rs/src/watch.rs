@@ -100,7 +100,22 @@ impl WatchStatus {
 
 enum Msg {
     Event(notify::Result<notify::Event>),
+    /// Roots found while running (project folders the archive learnt of).
+    AddRoots(Vec<(String, PathBuf)>),
     Stop,
+}
+
+/// Hands the running watcher roots to follow from now on; each is scanned once it is watched.
+#[derive(Clone)]
+pub struct RootAdder {
+    tx: mpsc::SyncSender<Msg>,
+}
+
+impl RootAdder {
+    /// Adds `roots` (those already followed are ignored). `false` when the watcher has stopped.
+    pub fn add(&self, roots: Vec<(String, PathBuf)>) -> bool {
+        self.tx.send(Msg::AddRoots(roots)).is_ok()
+    }
 }
 
 /// The running watcher; [`WatcherHandle::stop`] ends it.
@@ -110,6 +125,13 @@ pub struct WatcherHandle {
 }
 
 impl WatcherHandle {
+    /// What adds roots to this watcher while it runs.
+    pub fn adder(&self) -> RootAdder {
+        RootAdder {
+            tx: self.tx.clone(),
+        }
+    }
+
     /// Stops watching and waits for the actor to finish; changes not yet sent are dropped (the
     /// next start scans every root anyway).
     pub fn stop(mut self) {
@@ -164,21 +186,7 @@ pub fn start(
         roots: cfg
             .roots
             .iter()
-            .map(|(agent, path)| {
-                // A project folder is watched only where the agent's file lives.
-                let in_project = registry
-                    .get(agent)
-                    .and_then(|a| a.project_files().first())
-                    .and_then(|f| path.join(f).parent().map(Path::to_owned));
-                Root {
-                    agent: agent.clone(),
-                    path: path.clone(),
-                    target: in_project.clone().unwrap_or_else(|| path.clone()),
-                    recursive: in_project.is_none(),
-                    watched: None,
-                    error: None,
-                }
-            })
+            .map(|(agent, path)| Root::new(&registry, agent, path))
             .collect(),
         registry,
         debounce: cfg.debounce,
@@ -212,6 +220,24 @@ struct Root {
     error: Option<String>,
 }
 
+impl Root {
+    fn new(registry: &AdapterRegistry, agent: &str, path: &Path) -> Root {
+        // A project folder is watched only where the agent's file lives.
+        let in_project = registry
+            .get(agent)
+            .and_then(|a| a.project_files().first())
+            .and_then(|f| path.join(f).parent().map(Path::to_owned));
+        Root {
+            agent: agent.to_owned(),
+            path: path.to_owned(),
+            target: in_project.clone().unwrap_or_else(|| path.to_owned()),
+            recursive: in_project.is_none(),
+            watched: None,
+            error: None,
+        }
+    }
+}
+
 struct Actor {
     watcher: Box<dyn notify::Watcher + Send>,
     registry: Arc<AdapterRegistry>,
@@ -234,6 +260,7 @@ impl Actor {
                     tracing::warn!(error = %e, "file watcher error; scanning every root again");
                     self.rescan_all();
                 }
+                Ok(Msg::AddRoots(roots)) => self.add_roots(roots),
                 Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
@@ -367,6 +394,27 @@ impl Actor {
             self.status
                 .pending_files
                 .store(self.pending.files.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn add_roots(&mut self, roots: Vec<(String, PathBuf)>) {
+        let mut added = false;
+        for (agent, path) in roots {
+            if self.registry.get(&agent).is_none()
+                || self
+                    .roots
+                    .iter()
+                    .any(|r| r.agent == agent && r.path == path)
+            {
+                continue;
+            }
+            tracing::info!(agent = %agent, root = %path.display(), "following a new root");
+            let root = Root::new(&self.registry, &agent, &path);
+            self.roots.push(root);
+            added = true;
+        }
+        if added {
+            self.place_watches(true);
         }
     }
 

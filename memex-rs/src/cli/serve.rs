@@ -14,6 +14,7 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
     let cfg = crate::service::ServeConfig {
         settings: s.clone(),
         roots: s.roots_with_projects(&registry, &ctx.env, &super::known_projects(ctx)),
+        env: ctx.env.clone(),
         bind,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -26,6 +26,71 @@ pub(super) struct Ingester {
     pub stop: Arc<AtomicBool>,
     /// Sessions touched by each ingest, with their last activity, for the tracker.
     pub activity: mpsc::Sender<HashMap<i64, Option<i64>>>,
+    /// Project folders learnt while running, handed to the watcher as roots.
+    pub projects: Mutex<ProjectRoots>,
+}
+
+/// The roots in project folders (agents that keep their files there: Aider, Crush): when an
+/// ingest brings sessions of a project the archive did not know, the project's folder becomes a
+/// root of those agents, watched and scanned from then on, without a restart.
+pub(super) struct ProjectRoots {
+    pub settings: crate::config::Settings,
+    pub env: ai_cli_session_collector::Env,
+    pub pool: crate::store::ReadPool,
+    pub adder: crate::watch::RootAdder,
+    /// Every root followed.
+    pub known: HashSet<(String, PathBuf)>,
+    /// The highest session row id when the projects were last read.
+    pub sessions_seen: i64,
+    pub checked: Option<Instant>,
+}
+
+/// Even without new sessions, how often the known projects are read again while ingesting (a
+/// session's folder can arrive after its first message).
+const PROJECTS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl ProjectRoots {
+    /// Reads the archive's projects when sessions were added (or a while has passed), and hands
+    /// the watcher the roots they bring. The roots added.
+    pub fn refresh(&mut self, registry: &AdapterRegistry) -> Vec<(String, PathBuf)> {
+        let top = self
+            .pool
+            .with(|c| {
+                c.query_row("SELECT coalesce(max(id), 0) FROM sessions", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+            })
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(self.sessions_seen);
+        let due = self.checked.is_none_or(|t| t.elapsed() >= PROJECTS_EVERY);
+        if top == self.sessions_seen && !due {
+            return Vec::new();
+        }
+        self.sessions_seen = top;
+        self.checked = Some(Instant::now());
+        let projects = match self.pool.with(crate::store::read::known_projects) {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the archive's projects");
+                return Vec::new();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the archive's projects");
+                return Vec::new();
+            }
+        };
+        let new: Vec<(String, PathBuf)> = self
+            .settings
+            .roots_with_projects(registry, &self.env, &projects)
+            .into_iter()
+            .filter(|r| !self.known.contains(r))
+            .collect();
+        if !new.is_empty() && self.adder.add(new.clone()) {
+            self.known.extend(new.iter().cloned());
+        }
+        new
+    }
 }
 
 impl Ingester {
@@ -241,8 +306,21 @@ impl Ingester {
                 "ingested"
             );
         }
-        if !report.touched.is_empty() && self.activity.blocking_send(report.touched).is_err() {
-            tracing::debug!("the tracker has stopped");
+        if !report.touched.is_empty() {
+            let added = self
+                .projects
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refresh(&self.registry);
+            if !added.is_empty() {
+                tracing::debug!(
+                    roots = added.len(),
+                    "project folders added to the watched roots"
+                );
+            }
+            if self.activity.blocking_send(report.touched).is_err() {
+                tracing::debug!("the tracker has stopped");
+            }
         }
         if report.bytes >= RELEASE_AFTER_BYTES {
             crate::memory::release_free_memory();

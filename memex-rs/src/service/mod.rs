@@ -59,6 +59,8 @@ pub enum ServeError {
 /// Everything `memex serve` needs, resolved by the CLI.
 pub struct ServeConfig {
     pub settings: Settings,
+    /// The environment the agents' default roots come from.
+    pub env: ai_cli_session_collector::Env,
     pub roots: Vec<(String, PathBuf)>,
     pub bind: SocketAddr,
 }
@@ -170,6 +172,15 @@ pub async fn run(
         state: state.clone(),
         stop: stop.clone(),
         activity: activity_tx,
+        projects: std::sync::Mutex::new(ingester::ProjectRoots {
+            settings: cfg.settings.clone(),
+            env: cfg.env.clone(),
+            pool: store::ReadPool::new(&data_dir),
+            adder: watcher.adder(),
+            known: cfg.roots.iter().cloned().collect(),
+            sessions_seen: 0,
+            checked: None,
+        }),
     };
     let ingester = std::thread::Builder::new()
         .name("memex-ingest".into())
