@@ -372,6 +372,332 @@ fn hooks_inject_memory_through_the_running_service() {
     );
 }
 
+/// One JSON object on stdout, exit 0.
+fn stdout_json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {stdout}"))
+}
+
+/// The hook inputs other agents document (Codex CLI, Gemini CLI, Cursor, Copilot CLI), piped
+/// into `memex inject --agent …` and `memex hook stop --agent …` against a running service: each
+/// answer has exactly the shape that agent reads context from.
+#[test]
+fn other_agents_hooks_follow_their_documented_contracts() {
+    let home = Home::empty();
+    write_session(&home);
+    let s = served(&home, &[]);
+    let addr = s.addr.clone();
+    let on = [
+        ("MEMEX_API_BIND", addr.as_str()),
+        ("MEMEX_INJECT_ENABLED", "true"),
+    ];
+    let run = |args: &[&str], input: Value| hook(&home, memex(), args, &on, &input.to_string());
+    let later = "The Stripe webhook signature check fails again since the upgrade; how did we verify signatures last time?";
+
+    // Codex CLI's Stop hook compacts the session, as Claude Code's does.
+    let stop = run(
+        &["hook", "stop", "--agent", "codex", "--explain"],
+        json!({"session_id": SESSION, "turn_id": "t1", "transcript_path": null, "cwd": PROJECT,
+               "hook_event_name": "Stop", "model": "gpt-5-codex", "permission_mode": "default",
+               "stop_hook_active": false, "last_assistant_message": "done"}),
+    );
+    silent(&stop);
+    assert!(String::from_utf8_lossy(&stop.stderr).contains("queued"));
+    s.wait_for(120, "the L3 of the session and every vector", |s| {
+        let conn = db(&home.data_dir());
+        let l3 = count(&conn, "SELECT COUNT(*) FROM session_summaries");
+        (l3 == 1 && s.ok("/api/stats")["vectors"]["backlog"] == 0).then_some(())
+    });
+
+    // Codex CLI: Claude Code's shape, and not one key more (Codex refuses unknown keys).
+    let codex = stdout_json(&run(
+        &["inject", "--agent", "codex", "--mode", "smart"],
+        json!({"session_id": LATER, "turn_id": "t2", "transcript_path": null, "cwd": PROJECT,
+               "hook_event_name": "UserPromptSubmit", "model": "gpt-5-codex",
+               "permission_mode": "default", "prompt": later}),
+    ));
+    let h = codex["hookSpecificOutput"].as_object().unwrap();
+    assert_eq!(codex.as_object().unwrap().len(), 1, "{codex}");
+    assert_eq!(h.len(), 2, "{codex}");
+    assert_eq!(h["hookEventName"], "UserPromptSubmit");
+    assert!(h["additionalContext"].as_str().unwrap().contains(SESSION));
+    let codex_start = stdout_json(&run(
+        &["inject", "--agent", "codex", "--mode", "full"],
+        json!({"session_id": LATER, "transcript_path": null, "cwd": PROJECT,
+               "hook_event_name": "SessionStart", "model": "gpt-5-codex",
+               "permission_mode": "default", "source": "startup"}),
+    ));
+    assert_eq!(
+        codex_start["hookSpecificOutput"]["hookEventName"],
+        "SessionStart"
+    );
+
+    // Gemini CLI: BeforeAgent and SessionStart, always as JSON (plain text would reach the
+    // user, not the model); AfterAgent compacts.
+    let gemini = stdout_json(&run(
+        &["inject", "--agent", "gemini", "--mode", "smart"],
+        json!({"session_id": LATER, "transcript_path": "/home/dev/.gemini/tmp/h/chats/session-x.jsonl",
+               "cwd": PROJECT, "hook_event_name": "BeforeAgent",
+               "timestamp": "2026-11-30T10:00:00.000Z", "prompt": later}),
+    ));
+    assert_eq!(gemini["hookSpecificOutput"]["hookEventName"], "BeforeAgent");
+    assert!(
+        gemini["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("verify_signature")
+    );
+    let gemini_start = stdout_json(&run(
+        &["inject", "--agent", "gemini", "--mode", "full"],
+        json!({"session_id": LATER, "cwd": PROJECT, "hook_event_name": "SessionStart",
+               "source": "startup", "timestamp": "2026-11-30T10:00:00.000Z"}),
+    ));
+    assert_eq!(
+        gemini_start["hookSpecificOutput"]["hookEventName"],
+        "SessionStart"
+    );
+    let after = run(
+        &["hook", "stop", "--agent", "gemini", "--explain"],
+        json!({"session_id": SESSION, "cwd": PROJECT, "hook_event_name": "AfterAgent",
+               "prompt": "p", "prompt_response": "r", "stop_hook_active": false}),
+    );
+    silent(&after);
+    assert!(String::from_utf8_lossy(&after.stderr).contains("queued"));
+
+    // Cursor: the conversation id and the first workspace root stand for session and folder.
+    let cursor = stdout_json(&run(
+        &["inject", "--agent", "cursor", "--mode", "smart"],
+        json!({"conversation_id": LATER, "generation_id": "g1", "model": "claude-sonnet-4",
+               "hook_event_name": "beforeSubmitPrompt", "cursor_version": "2.0.77",
+               "workspace_roots": [PROJECT], "user_email": null, "transcript_path": null,
+               "prompt": later, "attachments": []}),
+    ));
+    assert_eq!(cursor["continue"], true, "{cursor}");
+    assert!(
+        cursor["additional_context"]
+            .as_str()
+            .unwrap()
+            .contains(SESSION)
+    );
+    assert_eq!(cursor.as_object().unwrap().len(), 2, "{cursor}");
+    let cursor_start = stdout_json(&run(
+        &["inject", "--agent", "cursor", "--mode", "full"],
+        json!({"conversation_id": LATER, "session_id": LATER, "hook_event_name": "sessionStart",
+               "workspace_roots": [PROJECT], "is_background_agent": false,
+               "composer_mode": "agent"}),
+    ));
+    assert_eq!(cursor_start.as_object().unwrap().len(), 1, "{cursor_start}");
+    assert!(
+        cursor_start["additional_context"]
+            .as_str()
+            .unwrap()
+            .contains(SESSION)
+    );
+    // Its own conversation gets nothing of itself.
+    silent(&run(
+        &["inject", "--agent", "cursor", "--mode", "smart"],
+        json!({"conversation_id": SESSION, "hook_event_name": "beforeSubmitPrompt",
+               "workspace_roots": [PROJECT], "prompt": later}),
+    ));
+    let cursor_stop = run(
+        &["hook", "stop", "--agent", "cursor", "--explain"],
+        json!({"conversation_id": SESSION, "generation_id": "g2", "hook_event_name": "stop",
+               "status": "completed", "loop_count": 0, "workspace_roots": [PROJECT]}),
+    );
+    silent(&cursor_stop);
+    assert!(String::from_utf8_lossy(&cursor_stop.stderr).contains("queued"));
+    // Cursor running Claude Code's hooks (its third-party hooks setting) is left to its own.
+    let twice = run(
+        &["inject", "--mode", "smart", "--explain"],
+        json!({"conversation_id": LATER, "hook_event_name": "beforeSubmitPrompt",
+               "workspace_roots": [PROJECT], "prompt": later}),
+    );
+    silent(&twice);
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("--agent cursor"));
+
+    // Copilot CLI: camelCase fields; context only at sessionStart (it drops what a prompt hook
+    // prints); agentStop compacts.
+    let copilot = stdout_json(&run(
+        &["inject", "--agent", "copilot", "--mode", "full"],
+        json!({"sessionId": LATER, "timestamp": 1774281852263_i64, "cwd": PROJECT,
+               "source": "new", "initialPrompt": "fix the webhook"}),
+    ));
+    assert_eq!(copilot.as_object().unwrap().len(), 1, "{copilot}");
+    assert!(
+        copilot["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains(SESSION)
+    );
+    let refused = run(
+        &[
+            "inject",
+            "--agent",
+            "copilot",
+            "--mode",
+            "smart",
+            "--explain",
+        ],
+        json!({"sessionId": LATER, "cwd": PROJECT, "prompt": later}),
+    );
+    silent(&refused);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("sessionStart"));
+    let copilot_stop = run(
+        &["hook", "stop", "--agent", "copilot", "--explain"],
+        json!({"sessionId": SESSION, "timestamp": 1774281852263_i64, "cwd": PROJECT,
+               "transcriptPath": "/home/dev/.copilot/session-state/x/events.jsonl"}),
+    );
+    silent(&copilot_stop);
+    assert!(String::from_utf8_lossy(&copilot_stop.stderr).contains("queued"));
+
+    // OpenCode has plugins, not command hooks: the plugin Memex prints, run by Node as OpenCode
+    // runs it (Bun takes the same module), with a wrapper that logs each call of the binary.
+    opencode_plugin_calls_memex(&home, &on, later);
+
+    // A hostile input names its fault and prints nothing.
+    let bad = run(
+        &[
+            "inject",
+            "--agent",
+            "cursor",
+            "--mode",
+            "smart",
+            "--explain",
+        ],
+        json!({"conversation_id": {"$ne": 1}, "workspace_roots": [PROJECT], "prompt": later}),
+    );
+    silent(&bad);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("conversation_id"));
+    let unknown = hook(
+        &home,
+        memex(),
+        &["inject", "--agent", "vim", "--mode", "smart"],
+        &on,
+        "{}",
+    );
+    // A usage error too exits 0: exit code 2 would block the prompt in several agents.
+    assert!(unknown.status.success() && unknown.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("cursor"));
+}
+
+fn opencode_plugin_calls_memex(home: &Home, env: &[(&str, &str)], prompt: &str) {
+    let printed = home.memex(&["hooks", "plugin", "opencode"]);
+    assert!(printed.status.success());
+    let plugin = String::from_utf8(printed.stdout).unwrap();
+    assert!(plugin.contains(memex()), "runs this binary by its path");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("memex.mjs"), &plugin).unwrap();
+    let log = dir.path().join("calls.log");
+    let wrapper = dir.path().join("memex-logged");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ninput=$(cat)\nprintf '%s\\t%s\\n' \"$*\" \"$input\" >> '{}'\n\
+             printf '%s' \"$input\" | exec '{}' \"$@\"\n",
+            log.display(),
+            memex()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("driver.mjs"),
+        r#"import { MemexPlugin } from "./memex.mjs";
+const e = process.env;
+const client = { session: { get: async ({ path }) =>
+  ({ data: path.id === "ses_child" ? { id: path.id, parentID: e.SESSION } : { id: path.id } }) } };
+const hooks = await MemexPlugin({ client, directory: e.PROJECT, worktree: e.PROJECT });
+const msg = { message: { id: "msg_1" }, parts: [{ id: "prt_1", type: "text", text: e.PROMPT }] };
+await hooks["chat.message"]({ sessionID: e.LATER, messageID: "msg_1" }, msg);
+const child = { message: { id: "msg_2" }, parts: [{ id: "prt_2", type: "text", text: e.PROMPT }] };
+await hooks["chat.message"]({ sessionID: "ses_child", messageID: "msg_2" }, child);
+const first = { system: ["base"] };
+await hooks["experimental.chat.system.transform"]({ sessionID: e.LATER, model: {} }, first);
+const second = { system: ["base"] };
+await hooks["experimental.chat.system.transform"]({ sessionID: e.LATER, model: {} }, second);
+await hooks.event({ event: { type: "session.idle", properties: { sessionID: e.SESSION } } });
+console.log(JSON.stringify({ parts: msg.parts, child: child.parts, first: first.system,
+  second: second.system }));
+"#,
+    )
+    .unwrap();
+    let mut cmd = Command::new(which_node());
+    cmd.arg(dir.path().join("driver.mjs"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("MEMEX_BIN", &wrapper)
+        .env("PROJECT", PROJECT)
+        .env("PROMPT", prompt)
+        .env("LATER", "ses_later")
+        .env("SESSION", SESSION);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{v}");
+    assert_eq!(parts[0]["synthetic"], true);
+    assert_eq!(parts[0]["type"], "text");
+    assert_eq!(parts[0]["messageID"], "msg_1");
+    assert!(parts[0]["text"].as_str().unwrap().contains(SESSION), "{v}");
+    assert_eq!(parts[1]["id"], "prt_1", "the prompt itself stays as it was");
+    assert_eq!(
+        v["child"].as_array().unwrap().len(),
+        1,
+        "a sub-agent gets nothing"
+    );
+    for key in ["first", "second"] {
+        let system = v[key].as_array().unwrap();
+        assert_eq!(system.len(), 2, "{v}");
+        assert!(system[1].as_str().unwrap().contains(SESSION), "{v}");
+    }
+    // One call per prompt, one per session for the summaries (kept), one per finished turn.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<(&str, Value)> = calls
+        .lines()
+        .map(|l| {
+            let (args, input) = l.split_once('\t').unwrap();
+            (args, serde_json::from_str(input).unwrap())
+        })
+        .collect();
+    let args: Vec<&str> = calls.iter().map(|c| c.0).collect();
+    assert_eq!(
+        args,
+        ["inject --mode smart", "inject --mode full", "hook stop"],
+        "{calls:?}"
+    );
+    assert_eq!(calls[0].1["session_id"], "ses_later");
+    assert_eq!(calls[0].1["cwd"], PROJECT);
+    assert_eq!(calls[0].1["prompt"], prompt);
+    assert_eq!(calls[2].1["session_id"], SESSION);
+}
+
+/// Node, which runs the OpenCode plugin in the tests (`.ci/run` installs Debian's `nodejs`).
+fn which_node() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .flat_map(|d| [d.join("node"), d.join("nodejs")])
+        .find(|p| p.is_file())
+        .expect("node is needed to test the OpenCode plugin: apt-get install nodejs")
+}
+
 #[test]
 fn hooks_stay_silent_and_quick_when_anything_is_wrong() {
     let home = Home::empty();

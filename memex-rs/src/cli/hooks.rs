@@ -17,7 +17,7 @@ pub fn run_hook(cli: &Cli) {
     let explain = match &cli.command {
         Command::Inject { explain, .. } => *explain,
         Command::Hook {
-            command: HookCommand::Stop { explain },
+            command: HookCommand::Stop { explain, .. },
         } => *explain,
         _ => false,
     };
@@ -36,12 +36,22 @@ pub fn run_hook(cli: &Cli) {
                 "no hook input: stdin is a terminal (pipe the hook's JSON in)",
             );
         }
+        let host = |agent: &str| inject::Host::parse(agent).unwrap_or(inject::Host::Claude);
         match &cli.command {
-            Command::Inject { mode, .. } => {
+            Command::Inject { mode, agent, .. } => {
                 let mode = mode.parse().unwrap_or(inject::Mode::Smart);
-                client::inject(settings, mode, stdin, client::headless(&ctx.env.vars))
+                client::inject(
+                    settings,
+                    mode,
+                    host(agent),
+                    stdin,
+                    client::headless(&ctx.env.vars),
+                )
             }
-            _ => client::stop(settings, stdin),
+            Command::Hook {
+                command: HookCommand::Stop { agent, .. },
+            } => client::stop(settings, host(agent), stdin),
+            _ => client::Outcome::nothing("not a hook command"),
         }
     }))
     .unwrap_or_else(|_| client::Outcome::nothing("the hook command failed unexpectedly"));
@@ -60,6 +70,10 @@ pub fn run_hook(cli: &Cli) {
         }
     }
 }
+
+/// OpenCode's plugin: its hooks run `memex inject` and `memex hook stop` (`__MEMEX__` stands for
+/// the binary's path).
+const OPENCODE_PLUGIN: &str = include_str!("../../assets/opencode-plugin.js");
 
 /// The settings file a `hooks` command works on.
 fn hooks_settings_path(ctx: &Ctx, a: &HooksArgs) -> Result<PathBuf> {
@@ -185,6 +199,14 @@ pub(super) fn hooks(
                     }
                 }
             }
+            Ok(())
+        }
+        HooksCommand::Plugin { agent: _ } => {
+            // The plugin runs this binary by its full path: OpenCode's PATH may not have it.
+            let exe = std::env::current_exe().context("cannot find the memex binary")?;
+            let exe = exe.canonicalize().unwrap_or(exe);
+            let quoted = serde_json::to_string(&exe.display().to_string())?;
+            print!("{}", OPENCODE_PLUGIN.replace("__MEMEX__", &quoted));
             Ok(())
         }
         HooksCommand::Status => {

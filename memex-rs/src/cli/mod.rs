@@ -84,13 +84,16 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
-    /// Claude Code hook: the hook's JSON on stdin → memory for the agent's context on stdout
-    /// (SessionStart: --mode full, UserPromptSubmit: --mode smart). Prints nothing and exits 0
+    /// Hook command: the hook's JSON on stdin → memory for the agent's context on stdout
+    /// (session start: --mode full, prompt submitted: --mode smart). Prints nothing and exits 0
     /// on any problem; --explain says why on stderr.
     Inject {
         /// full (recent session summaries of the project) or smart (history matching the prompt).
         #[arg(long, value_parser = ["full", "smart"])]
         mode: String,
+        /// The agent whose hook runs this: its input and output shapes.
+        #[arg(long, default_value = "claude", value_parser = crate::inject::Host::NAMES.to_vec())]
+        agent: String,
         /// Say on stderr what was done and why (for trying it by hand).
         #[arg(long)]
         explain: bool,
@@ -195,6 +198,9 @@ pub enum HookCommand {
     Stop {
         #[arg(long)]
         explain: bool,
+        /// The agent whose hook runs this: its input shape.
+        #[arg(long, default_value = "claude", value_parser = crate::inject::Host::NAMES.to_vec())]
+        agent: String,
     },
 }
 
@@ -221,6 +227,12 @@ pub enum HooksCommand {
     Uninstall(HooksArgs),
     /// Which Memex hooks the settings files have, and whether injection is on.
     Status,
+    /// Print the plugin for an agent that has plugins instead of command hooks (OpenCode), to
+    /// save in its plugin folder.
+    Plugin {
+        #[arg(value_parser = ["opencode"])]
+        agent: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{HookInput, Mode, Request, skip_reason};
+use super::{Host, Mode, Request, skip_reason};
 use crate::config::Settings;
 
 /// Largest hook input read from stdin (prompts with pasted logs are big, not this big).
@@ -96,11 +96,12 @@ pub fn headless(env: &std::collections::BTreeMap<String, String>) -> bool {
         .is_some_and(|e| e.starts_with("sdk"))
 }
 
-/// `memex inject --mode full|smart`: hook JSON on `stdin` → what Claude Code adds to the
-/// context. `headless`: see [`headless`].
+/// `memex inject --mode full|smart [--agent HOST]`: the hook JSON of `host` on `stdin` → what
+/// the agent adds to the context. `headless`: see [`headless`].
 pub fn inject(
     settings: &Settings,
     mode: Mode,
+    host: Host,
     stdin: impl Read + Send + 'static,
     headless: bool,
 ) -> Outcome {
@@ -113,7 +114,10 @@ pub fn inject(
     let budget = Budget {
         until: started + Duration::from_millis(s.timeout_ms),
     };
-    let input = match read_input(stdin, &budget).and_then(|b| HookInput::parse(&b)) {
+    if let Some(why) = host.refuses(mode) {
+        return out.note(why);
+    }
+    let input = match read_input(stdin, &budget).and_then(|b| host.read(&b)) {
         Ok(i) => i,
         Err(e) => return out.note(e),
     };
@@ -188,14 +192,7 @@ pub fn inject(
     if context.is_empty() {
         return out;
     }
-    out.stdout = Some(match input.hook_event_name.as_deref() {
-        Some(event @ ("SessionStart" | "UserPromptSubmit")) => json!({
-            "hookSpecificOutput": {"hookEventName": event, "additionalContext": context}
-        })
-        .to_string(),
-        // Run by hand, or by an event without additionalContext: plain text.
-        _ => context.to_owned(),
-    });
+    out.stdout = Some(host.output(input.hook_event_name.as_deref(), mode, context));
     out
 }
 
@@ -211,14 +208,14 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// `memex hook stop`: the Stop hook's JSON on `stdin` → the service compacts that session
-/// (`POST /api/compact/session/{id}`). Prints nothing.
-pub fn stop(settings: &Settings, stdin: impl Read + Send + 'static) -> Outcome {
+/// `memex hook stop [--agent HOST]`: the JSON of `host`'s end-of-turn hook on `stdin` → the
+/// service compacts that session (`POST /api/compact/session/{id}`). Prints nothing.
+pub fn stop(settings: &Settings, host: Host, stdin: impl Read + Send + 'static) -> Outcome {
     let budget = Budget {
         until: Instant::now() + Duration::from_millis(settings.inject.timeout_ms),
     };
     let out = Outcome::default();
-    let input = match read_input(stdin, &budget).and_then(|b| HookInput::parse(&b)) {
+    let input = match read_input(stdin, &budget).and_then(|b| host.read(&b)) {
         Ok(i) => i,
         Err(e) => return out.note(e),
     };

@@ -20,11 +20,13 @@ pub mod calibration;
 pub mod client;
 mod gate;
 pub mod hooks;
+mod host;
 mod log;
 
 use answer::project_of;
 pub use answer::{SMART_LEVELS, answer, candidates, keep_model_ready};
 pub use gate::{HookInput, OPT_OUT_FILE, opted_out, skip_reason};
+pub use host::Host;
 pub use log::{DayStats, InjectionStats, Latency, ModeStats, Record, record, stats};
 
 use serde::{Deserialize, Serialize};
