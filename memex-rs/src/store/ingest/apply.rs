@@ -162,6 +162,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 message_ids,
             } if !forgotten.session(session_id) => {
                 let pk = session_pk_of(tx, b.agent, session_id)?;
+                touched.insert(pk);
                 let mut st = tx.prepare_cached(
                     "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND message_id = ?2",
                 )?;
@@ -175,6 +176,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
                 to_prompt,
             } if !forgotten.session(session_id) => {
                 let pk = session_pk_of(tx, b.agent, session_id)?;
+                touched.insert(pk);
                 tx.execute(
                     "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3",
                     params![pk, from_prompt, to_prompt],
@@ -550,8 +552,11 @@ fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Resu
     ensure_session(tx, agent, sid, "")
 }
 
-/// Recomputes a session's counters, and places sub-agent messages (read from their own files,
-/// without the parent's prompt counter) in the talk that was running when they were written.
+/// Recomputes a session's counters (its talks run up to the highest number of its active
+/// prompts: a rewound prompt stays stored, inactive, and a prompt written after it may take its
+/// number again; a rolled-back one keeps its number), and places sub-agent messages
+/// (read from their own files, without the parent's prompt counter) in the talk that was running
+/// when they were written.
 pub(in crate::store) fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE messages SET prompt_number = COALESCE((
@@ -563,7 +568,8 @@ pub(in crate::store) fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqli
     tx.execute(
         "UPDATE sessions SET
            message_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1),
-           prompt_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1 AND kind = 'user_prompt')
+           prompt_count = (SELECT COALESCE(MAX(prompt_number), 0) FROM messages
+                           WHERE session_pk = ?1 AND kind = 'user_prompt' AND active = 1)
          WHERE id = ?1",
         [pk],
     )?;

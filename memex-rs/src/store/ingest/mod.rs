@@ -441,6 +441,74 @@ mod tests {
         r
     }
 
+    /// A session's talks end at its highest active prompt: when the agent rewinds its last
+    /// prompt away, the session no longer counts it (the compactor would wait for that talk).
+    #[test]
+    fn a_rewound_last_prompt_is_no_talk_of_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("tmp");
+        let chats = root.join("app/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let path = chats.join("session-2026-11-30T10-00-abcdef12.jsonl");
+        let line = |v: serde_json::Value| format!("{v}\n");
+        let msg = |id: &str, ty: &str, text: &str| {
+            line(
+                serde_json::json!({"id": id, "timestamp": "2026-11-30T10:00:00.000Z",
+                "type": ty, "content": [{"text": text}]}),
+            )
+        };
+        let mut body = line(
+            serde_json::json!({"sessionId": "abcdef12-0000-4000-8000-000000000001",
+            "projectHash": "x", "startTime": "2026-11-30T10:00:00.000Z", "kind": "main"}),
+        );
+        body += &msg("p1", "user", "first question about dates");
+        body += &msg("a1", "gemini", "first answer");
+        body += &msg("p2", "user", "second question about times");
+        body += &msg("a2", "gemini", "second answer");
+        std::fs::write(&path, &body).unwrap();
+        let data = dir.path().join("data");
+        let job = Job {
+            agent: "gemini",
+            root: root.clone(),
+            path: path.clone(),
+        };
+        let count = || -> i64 {
+            super::super::open(&data)
+                .unwrap()
+                .query_row("SELECT prompt_count FROM sessions", [], |r| r.get(0))
+                .unwrap()
+        };
+        import_once(&data, &job, &test_opts(1 << 20));
+        assert_eq!(count(), 2);
+        body += &line(serde_json::json!({"$rewindTo": "p2"}));
+        std::fs::write(&path, &body).unwrap();
+        import_once(&data, &job, &test_opts(1 << 20));
+        assert_eq!(
+            count(),
+            1,
+            "the rewound prompt stays stored, inactive, and is no talk"
+        );
+        body += &msg("p3", "user", "third question instead");
+        std::fs::write(&path, &body).unwrap();
+        import_once(&data, &job, &test_opts(1 << 20));
+        let numbers: Vec<(i64, bool)> = {
+            let conn = super::super::open(&data).unwrap();
+            let mut st = conn
+                .prepare(
+                    "SELECT prompt_number, active FROM messages WHERE kind = 'user_prompt'
+                     ORDER BY line",
+                )
+                .unwrap();
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let highest_active = numbers.iter().filter(|n| n.1).map(|n| n.0).max().unwrap();
+        assert_eq!(numbers.len(), 3, "{numbers:?}");
+        assert_eq!(count(), highest_active, "{numbers:?}");
+    }
+
     /// A crash after the first batch of a large file: the next import reads the rest.
     #[test]
     fn a_file_interrupted_between_batches_is_finished_later() {
