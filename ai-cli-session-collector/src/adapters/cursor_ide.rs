@@ -419,24 +419,30 @@ fn census(db: &Db) -> Result<BTreeMap<String, u64>, ParseError> {
 
 fn census_in_pages(db: &Db, page_keys: i64) -> Result<BTreeMap<String, u64>, ParseError> {
     let mut fps: BTreeMap<String, Sha256> = BTreeMap::new();
-    // Each page starts just after the last key of the one before, as SQLite holds it.
-    let sql = "SELECT key, rowid FROM cursorDiskKV WHERE key > ?1 AND key < ?2 \
+    // Each page starts just after the last key of the one before, as SQLite holds it: its bytes
+    // (a key need not be valid UTF-8), bound as a blob and compared as text.
+    let sql = "SELECT key, rowid FROM cursorDiskKV WHERE key > CAST(?1 AS TEXT) AND key < ?2 \
                ORDER BY key LIMIT ?3";
     let mut q = db.conn().prepare(sql).map_err(|e| db.error(e))?;
     for prefix in [COMPOSER_PREFIX, BUBBLE_PREFIX] {
         let end = range_end(prefix);
-        let mut from = rusqlite::types::Value::Text(prefix.to_owned());
+        let mut from: Vec<u8> = prefix.as_bytes().to_vec();
         let mut page = Vec::new();
         loop {
             let mut rows = q
-                .query(params![from, end, page_keys])
+                .query(params![from, end, page_keys.max(1)])
                 .map_err(|e| db.error(e))?;
             while let Some(r) = rows.next().map_err(|e| db.error(e))? {
-                let key: rusqlite::types::Value = r.get(0).map_err(|e| db.error(e))?;
-                page.push((text_col(r, 0), r.get::<_, i64>(1).unwrap_or(0), key));
+                let exact = match r.get_ref(0).map_err(|e| db.error(e))? {
+                    rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
+                        b.to_vec()
+                    }
+                    _ => continue,
+                };
+                page.push((text_col(r, 0), r.get::<_, i64>(1).unwrap_or(0), exact));
             }
             drop(rows);
-            let full = page.len() as i64 == page_keys;
+            let full = page.len() as i64 >= page_keys.max(1);
             for (key, rowid, exact) in page.drain(..) {
                 census_row(&mut fps, prefix, &key, rowid);
                 from = exact;
@@ -1450,15 +1456,21 @@ mod tests {
                 .unwrap();
             }
         }
-        // Keys around the ranges that are not the census's.
+        // Keys around the ranges that are not the census's, and keys that are not UTF-8.
         w.execute_batch(
             "INSERT INTO cursorDiskKV VALUES ('composerDat', 'x'), ('bubbleId;', 'x'),
-                    (x'627562626c6549643a', 'blob key');",
+                    (x'627562626c6549643a', 'blob key'),
+                    (CAST(x'636f6d706f736572446174613aff' AS TEXT), 'bad'),
+                    (CAST(x'627562626c6549643a63303aff' AS TEXT), 'bad');",
         )
         .unwrap();
         let db = Db::open(&path).unwrap();
         let whole = census_in_pages(&db, 1_000_000).unwrap();
-        assert_eq!(whole.len(), 7);
+        assert_eq!(
+            whole.len(),
+            8,
+            "seven composers and one whose id is not UTF-8"
+        );
         for page in [1, 2, 3, 5, 7, 64] {
             assert_eq!(
                 census_in_pages(&db, page).unwrap(),
