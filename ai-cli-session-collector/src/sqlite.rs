@@ -396,6 +396,8 @@ impl<S: Default + AsMut<SessionMarks>> Tables<S> {
 const ROWID: &str = "_memex_rowid";
 /// The alias a row's update stamp is selected under, as an integer (not part of its record).
 const STAMP: &str = "_memex_stamp";
+/// The alias a row's key is selected under again (not part of its record).
+const KEY: &str = "_memex_key";
 
 /// One row taken from a table: its row id, its columns as JSON and that JSON's bytes (the
 /// row's lossless record in the archive).
@@ -411,6 +413,7 @@ impl Taken {
         if let Value::Object(o) = &mut v {
             o.remove(ROWID);
             o.remove(STAMP);
+            o.remove(KEY);
         }
         let raw = serde_json::to_vec(&v).unwrap_or_default();
         Taken { rowid, row: v, raw }
@@ -572,13 +575,21 @@ impl RowMarks {
 /// changes made in place ([`StampMarks`]): wider than any write transaction an agent keeps open,
 /// so a row stamped before it committed is still seen.
 pub(crate) const STAMP_WINDOW_MS: i64 = 120_000;
+/// Rows of the window remembered by digest at most (a table whose stamps are all alike would
+/// otherwise put every row in the cursor).
+const STAMP_WINDOW_ROWS: usize = 4096;
+/// The last rows taken, remembered by the key the agent gave them: when the agent deletes its
+/// newest rows (OpenCode's revert), SQLite gives their row ids to the next rows.
+const ANCHORS: usize = 64;
 
 /// Where reading a table that stamps every write stands (OpenCode's `time_updated`): new rows
 /// are taken in row id order above the highest taken (a single writer commits row ids in order,
 /// so a row committed late is still above it, and a first import never sorts the table); rows
 /// changed in place are found by their stamp, from [`STAMP_WINDOW_MS`] before the latest stamp
 /// seen, once the new rows are all taken. The rows of that window are remembered by digest, so
-/// a row is taken again only when it changed.
+/// a row is taken again only when it changed. The keys of the last rows taken tell a reused row
+/// id (the newest rows deleted, others written in their place) and another database in the
+/// same place (read again from its start) from the rows taken.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub(crate) struct StampMarks {
     #[serde(default)]
@@ -589,36 +600,42 @@ pub(crate) struct StampMarks {
     /// Row id → (stamp, digest) of the rows within the window.
     #[serde(default, deserialize_with = "row_id_keys")]
     recent: BTreeMap<i64, (i64, u64)>,
+    /// (row id, digest of its key) of the last rows taken, in row id order.
+    #[serde(default)]
+    anchors: Vec<(i64, u64)>,
+}
+
+/// A digest of one value (a row's key).
+fn value_digest(v: ValueRef<'_>) -> u64 {
+    let mut h = Sha256::new();
+    h.update(value_text(v).as_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(first)
 }
 
 impl StampMarks {
-    /// Reads `table` (a fixed name chosen by the adapter) whose update stamp is `stamp`: new
-    /// rows until about `max_bytes` were taken, then, when none is left, the rows of the window
-    /// that changed.
+    /// Reads `table` (a fixed name chosen by the adapter) whose rows are named by `key` and
+    /// stamped by `stamp`: new rows until about `max_bytes` were taken, then, when none is
+    /// left, the rows of the window that changed.
     pub(crate) fn read(
         &mut self,
         conn: &Connection,
         table: &str,
+        key: &str,
         stamp: &str,
         max_bytes: usize,
     ) -> rusqlite::Result<Taking> {
         let select = format!(
-            "SELECT rowid AS {ROWID}, *, coalesce(CAST({stamp} AS INTEGER), 0) AS {STAMP} \
-             FROM {table}"
+            "SELECT rowid AS {ROWID}, *, coalesce(CAST({stamp} AS INTEGER), 0) AS {STAMP}, \
+             {key} AS {KEY} FROM {table}"
         );
-        let mut reset = false;
-        if self.max > 0 {
-            let top: Option<i64> =
-                conn.query_row(&format!("SELECT max(rowid) FROM {table}"), [], |r| r.get(0))?;
-            if top.unwrap_or(0) < self.max {
-                // Rows above every row left: another database in the same place.
-                *self = StampMarks::default();
-                reset = true;
-            }
-        }
+        let reset = self.check_anchors(conn, table, key)?;
         let mut rows = Vec::new();
         let mut bytes = 0u64;
         let mut at_end = true;
+        let now = chrono::Utc::now().timestamp_millis();
         {
             let mut st = conn.prepare(&format!("{select} WHERE rowid > ?1 ORDER BY rowid"))?;
             let mut q = st.query([self.max])?;
@@ -628,19 +645,27 @@ impl StampMarks {
                     break;
                 }
                 let (t, at, digest) = Self::take(r)?;
-                self.top = Some(self.top.map_or(at, |top| top.max(at)));
+                self.see(at, now);
                 self.recent.insert(t.rowid, (at, digest));
+                self.anchors.push((t.rowid, value_digest(r.get_ref(KEY)?)));
                 bytes += t.raw.len() as u64;
                 self.max = t.rowid;
                 rows.push(t);
             }
         }
-        if at_end {
+        let excess = self.anchors.len().saturating_sub(ANCHORS);
+        self.anchors.drain(..excess);
+        // A table without stamps (all alike, or none) has no window: its rows are read once.
+        if at_end && self.top.is_some_and(|t| t > 0) {
             let mut st = conn.prepare(&format!(
                 "{select} WHERE rowid <= ?1 AND coalesce(CAST({stamp} AS INTEGER), 0) >= ?2 \
-                 ORDER BY rowid"
+                 ORDER BY rowid DESC LIMIT ?3"
             ))?;
-            let mut q = st.query([self.max, self.since()])?;
+            let mut q = st.query(rusqlite::params![
+                self.max,
+                self.since(),
+                STAMP_WINDOW_ROWS as i64
+            ])?;
             let mut window = BTreeMap::new();
             while let Some(r) = q.next()? {
                 let (t, at, digest) = Self::take(r)?;
@@ -654,12 +679,55 @@ impl StampMarks {
         }
         let since = self.since();
         self.recent.retain(|_, e| e.0 >= since);
+        while self.recent.len() > STAMP_WINDOW_ROWS {
+            self.recent.pop_first();
+        }
         Ok(Taking {
             rows,
             bytes,
             at_end,
             reset,
         })
+    }
+
+    /// Finds where the rows taken end in the table as it is now: at the newest anchor whose row
+    /// still holds the same key. Rows after it were deleted (their ids may come back with other
+    /// rows, read as new); no anchor left means another database: read from the start, `true`.
+    fn check_anchors(
+        &mut self,
+        conn: &Connection,
+        table: &str,
+        key: &str,
+    ) -> rusqlite::Result<bool> {
+        if self.max == 0 {
+            return Ok(false);
+        }
+        let mut st = conn.prepare(&format!("SELECT {key} FROM {table} WHERE rowid = ?1"))?;
+        while let Some(&(rowid, digest)) = self.anchors.last() {
+            let mut q = st.query([rowid])?;
+            let same = match q.next()? {
+                Some(r) => value_digest(r.get_ref(0)?) == digest,
+                None => false,
+            };
+            if same {
+                if rowid < self.max {
+                    self.max = rowid;
+                    self.recent.retain(|&r, _| r <= rowid);
+                }
+                return Ok(false);
+            }
+            self.anchors.pop();
+        }
+        *self = StampMarks::default();
+        Ok(true)
+    }
+
+    /// Counts a stamp into the latest one, unless it lies in the future (a wrong clock, or a
+    /// hostile row) where it would move the window past every real change.
+    fn see(&mut self, at: i64, now_ms: i64) {
+        if epoch_ms(at) <= now_ms.saturating_add(86_400_000) {
+            self.top = Some(self.top.map_or(at, |top| top.max(at)));
+        }
     }
 
     /// The oldest stamp of the window, in the table's own unit (seconds or milliseconds).
@@ -671,13 +739,13 @@ impl StampMarks {
         }
     }
 
-    /// A row as taken, with its stamp and its digest (neither the row id in front nor the
-    /// stamp behind is part of the record).
+    /// A row as taken, with its stamp and its digest (neither the row id in front nor the stamp
+    /// and key behind are part of the record).
     fn take(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Taken, i64, u64)> {
         let rowid: i64 = r.get(0)?;
         let at: i64 = r.get(STAMP)?;
         let n = r.as_ref().column_count();
-        let digest = row_digest_range(r, 1, n - 1);
+        let digest = row_digest_range(r, 1, n - 2);
         Ok((Taken::new(r, rowid), at, digest))
     }
 }
@@ -767,6 +835,21 @@ mod tests {
         assert_eq!(n, 2);
         let refused = db.conn().execute("DELETE FROM message", []);
         assert!(refused.is_err(), "a reader must never write");
+    }
+
+    #[test]
+    fn a_stamp_in_the_future_does_not_move_the_window() {
+        let now = 1_790_000_000_000;
+        let mut m = StampMarks::default();
+        m.see(now - 5_000, now);
+        m.see(i64::MAX / 2, now);
+        m.see(now + 365 * 86_400_000, now);
+        assert_eq!(m.top, Some(now - 5_000));
+        assert_eq!(m.since(), now - 5_000 - STAMP_WINDOW_MS);
+        // Seconds stay seconds.
+        let mut s = StampMarks::default();
+        s.see(now / 1000, now);
+        assert_eq!(s.since(), now / 1000 - STAMP_WINDOW_MS / 1000);
     }
 
     #[test]

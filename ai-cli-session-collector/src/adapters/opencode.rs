@@ -548,7 +548,7 @@ impl DbRead<'_> {
         }
         let db = self.db;
         let taking = marks
-            .read(db.conn(), table, "time_updated", self.budget)
+            .read(db.conn(), table, "id", "time_updated", self.budget)
             .map_err(|e| db.error(e))?;
         self.budget = self.budget.saturating_sub(taking.bytes as usize);
         self.bytes += taking.bytes;

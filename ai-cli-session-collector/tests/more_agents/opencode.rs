@@ -703,6 +703,83 @@ fn v2_rows_committed_late_with_older_stamps_are_still_taken_once() {
     assert_eq!(upserted(&outs), upserted([&fresh]));
 }
 
+/// OpenCode deletes its newest rows on a revert; SQLite then gives their row ids to the next
+/// rows. Those are read as new (even with old stamps), the rows kept are not read again, and
+/// another database put in the same place is read from its start.
+#[test]
+fn v2_row_ids_reused_after_a_revert_are_read_as_new_rows() {
+    let (dir, path, w) = writable_copy(V2);
+    let root = dir.path();
+    let first = parse_file(adapter(), root, &path).unwrap();
+    let mut outs = vec![first.clone()];
+    let newest: Vec<String> = {
+        let mut st = w
+            .prepare("SELECT id FROM session_message ORDER BY rowid DESC LIMIT 2")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    for id in &newest {
+        w.execute("DELETE FROM session_message WHERE id = ?1", [id])
+            .unwrap();
+    }
+    let after_delete = parse_at(root, &path, &first.cursor, 1 << 20);
+    assert!(
+        after_delete.messages.is_empty(),
+        "rows kept are not read again: {:?}",
+        ids_and_raws(&after_delete).0
+    );
+    // Three rows in their place, stamped long ago (outside any window).
+    for (i, seq) in [50, 51, 52].iter().enumerate() {
+        w.execute(
+            "INSERT INTO session_message (id, session_id, type, seq, time_created, time_updated, data)
+             VALUES (?1, ?2, 'user', ?3, 1000, 1000, ?4)",
+            rusqlite::params![
+                format!("msg_reused_{i}"),
+                COLORS,
+                seq,
+                format!("{{\"text\":\"reused row {i}\",\"files\":[],\"agents\":[]}}")
+            ],
+        )
+        .unwrap();
+    }
+    let out = parse_at(root, &path, &after_delete.cursor, 1 << 20);
+    assert_eq!(
+        ids_and_raws(&out),
+        (
+            BTreeSet::from(["msg_reused_0", "msg_reused_1", "msg_reused_2"].map(String::from)),
+            3
+        )
+    );
+    outs.push(after_delete);
+    outs.push(out.clone());
+    let again = parse_at(root, &path, &out.cursor, 1 << 20);
+    assert!(again.messages.is_empty());
+
+    // Another database in the same place (fewer rows, other keys): read from its start.
+    drop(w);
+    std::fs::remove_file(&path).unwrap();
+    let _ = std::fs::remove_file(path.with_extension("db-wal"));
+    let _ = std::fs::remove_file(path.with_extension("db-shm"));
+    std::fs::copy(more().join(V2).join(DB), &path).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other
+        .execute_batch(
+            "DELETE FROM session_message WHERE rowid > 3;
+             UPDATE session_message SET id = 'other_' || id;",
+        )
+        .unwrap();
+    drop(other);
+    let replaced = parse_at(root, &path, &again.cursor, 1 << 20);
+    let (ids, _) = ids_and_raws(&replaced);
+    assert!(
+        ids.iter().filter(|i| i.starts_with("other_")).count() >= 3,
+        "{ids:?}"
+    );
+}
+
 #[test]
 fn v1_database_parts_inserted_and_rewritten_in_place_come_back_under_their_ids() {
     let (dir, path, w) = writable_copy(V1DB);
