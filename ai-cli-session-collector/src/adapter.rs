@@ -60,6 +60,51 @@ pub enum ParseError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A file Memex will not read, for the reason given (a project's file that is a link).
+    #[error("not reading {path}: {why}")]
+    Refused { path: PathBuf, why: String },
+}
+
+/// Checks that `path`, an agent's file inside the project folder `root`, may be read: a regular
+/// file reached without a symbolic link below the project folder, owned by this user. What is
+/// in a project folder is whatever a repository put there: a `.aider.chat.history.md` linked to
+/// `~/.aws/credentials` must never reach the archive.
+pub fn check_project_file(root: &Path, path: &Path) -> Result<(), ParseError> {
+    let refuse = |why: &str| ParseError::Refused {
+        path: path.to_owned(),
+        why: why.to_owned(),
+    };
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| refuse("not inside its project folder"))?;
+    let mut at = root.to_path_buf();
+    let mut meta = None;
+    for part in rel.components() {
+        at.push(part);
+        let m = std::fs::symlink_metadata(&at).map_err(|source| ParseError::Io {
+            path: at.clone(),
+            source,
+        })?;
+        if m.file_type().is_symlink() {
+            return Err(refuse(
+                "it is (or lies under) a symbolic link in the project",
+            ));
+        }
+        meta = Some(m);
+    }
+    let meta = meta.ok_or_else(|| refuse("not a file"))?;
+    if !meta.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(refuse("owned by another user"));
+        }
+    }
+    Ok(())
 }
 
 /// How an agent keeps a conversation on disk. It decides how a source is read and what a
@@ -185,7 +230,7 @@ pub trait ConversationAdapter: Send + Sync {
                 .project_files()
                 .iter()
                 .map(|f| root.join(f))
-                .filter(|p| p.is_file() && self.is_transcript(root, p))
+                .filter(|p| self.is_transcript(root, p) && check_project_file(root, p).is_ok())
                 .collect();
         }
         let mut files = files_under(root, |p| self.is_transcript(root, p));

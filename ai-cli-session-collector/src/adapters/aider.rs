@@ -40,7 +40,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::adapter::{ConversationAdapter, Emit, Env, ParseError, blank, mtime_ms};
+use crate::adapter::{
+    ConversationAdapter, Emit, Env, ParseError, blank, check_project_file, mtime_ms,
+};
 use crate::document::{Read, drive_document};
 use crate::model::{
     Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, Usage,
@@ -80,11 +82,12 @@ impl ConversationAdapter for AiderAdapter {
 
     fn parse(
         &self,
-        _root: &Path,
+        root: &Path,
         path: &Path,
         cursor: &Cursor,
         _max_bytes: usize,
     ) -> Result<ParseOutput, ParseError> {
+        check_project_file(root, path)?;
         let project = path
             .parent()
             .map(|p| p.to_string_lossy().into_owned())

@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, RecordCtx, SourceKind, blank, offer_first_prompt,
-    str_of, string_of, u64_of, usage_of,
+    ConversationAdapter, Emit, Env, ParseError, RecordCtx, SourceKind, blank, check_project_file,
+    offer_first_prompt, str_of, string_of, u64_of, usage_of,
 };
 use crate::model::{
     Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource,
@@ -79,11 +79,12 @@ impl ConversationAdapter for CrushAdapter {
 
     fn parse(
         &self,
-        _root: &Path,
+        root: &Path,
         path: &Path,
         cursor: &Cursor,
         max_bytes: usize,
     ) -> Result<ParseOutput, ParseError> {
+        check_project_file(root, path)?;
         // The folder that holds `.crush/`.
         let project = path
             .parent()

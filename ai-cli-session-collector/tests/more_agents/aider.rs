@@ -340,3 +340,57 @@ fn roots_are_project_folders() {
     assert!(!a.is_transcript(&root, &root.join(".aider.input.history")));
     assert_eq!(parse_all("aider", ROOT).len(), 1);
 }
+
+/// A repository can put anything in a project folder: a history file that is a link (to a
+/// credentials file, say), or under a linked folder, is neither found nor read.
+#[cfg(unix)]
+#[test]
+fn linked_project_files_are_never_read() {
+    let reg = AdapterRegistry::new();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("credentials");
+    std::fs::write(&secret, "#### aws_secret_access_key = wJalrXUtnFEMI\n").unwrap();
+    for agent in ["aider", "crush"] {
+        let a = reg.get(agent).unwrap();
+        let project = dir.path().join(format!("repo-{agent}"));
+        let file = project.join(a.project_files()[0]);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&secret, &file).unwrap();
+        assert!(a.discover(&project).is_empty(), "{agent}: found a link");
+        let err = a
+            .parse(&project, &file, &Cursor::default(), 1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("symbolic link"), "{agent}: {err}");
+    }
+    // A linked folder on the way to the file.
+    let a = reg.get("crush").unwrap();
+    let elsewhere = dir.path().join("elsewhere/.crush");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(
+        more().join("crush/project/home/dev/demo-app/.crush/crush.db"),
+        elsewhere.join("crush.db"),
+    )
+    .unwrap();
+    let project = dir.path().join("repo-linked-dir");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, project.join(".crush")).unwrap();
+    assert!(a.discover(&project).is_empty());
+    let file = project.join(".crush/crush.db");
+    assert!(
+        a.parse(&project, &file, &Cursor::default(), 1 << 20)
+            .is_err()
+    );
+    // The same file as a plain file in its project is read.
+    let plain = dir.path().join("elsewhere");
+    assert_eq!(a.discover(&plain), [plain.join(".crush/crush.db")]);
+    assert!(
+        a.parse(
+            &plain,
+            &plain.join(".crush/crush.db"),
+            &Cursor::default(),
+            1 << 20
+        )
+        .is_ok()
+    );
+}
