@@ -1,15 +1,17 @@
 // Memex memory for OpenCode, written by `memex hooks plugin opencode`. Save it as
 // ~/.config/opencode/plugins/memex.js (every project) or .opencode/plugins/memex.js (one).
 //
-// - Each prompt: `memex inject --mode smart` puts what Memex remembers of this project and
-//   this question before the message, as a synthetic part (kept out of titles by OpenCode;
-//   archived by Memex as context, not as a prompt).
-// - Each session's first request: `memex inject --mode full` adds the project's recent session
-//   summaries to the system prompt (experimental.chat.system.transform; not stored).
+// - Each prompt: `memex inject --mode smart` adds what Memex remembers of this project and this
+//   question to the message, as a synthetic part (kept out of titles by OpenCode; archived by
+//   Memex as context, not as a prompt).
+// - Each session: `memex inject --mode full` is asked once for the project's recent session
+//   summaries, which then go into the system prompt of the session's every request
+//   (experimental.chat.system.transform; not stored).
 // - Each finished turn (session.idle): `memex hook stop` compacts the session.
 //
-// Sub-agent sessions get nothing. Every call ends within TIMEOUT_MS; on any error, timeout or
-// stopped service nothing is added and OpenCode goes on as if Memex were not there.
+// Sub-agent sessions get nothing. Every call (and the look-up of a session's parent) ends
+// within TIMEOUT_MS; on any error, timeout or stopped service nothing is added and OpenCode
+// goes on as if Memex were not there.
 import { spawn } from "node:child_process";
 
 const MEMEX = process.env.MEMEX_BIN || __MEMEX__;
@@ -39,6 +41,7 @@ function memex(args, payload) {
       finish("");
     }, TIMEOUT_MS);
     child.on("error", () => finish(""));
+    child.stdout.setEncoding("utf8");
     child.stdout.on("data", (d) => {
       out += d;
     });
@@ -58,11 +61,25 @@ function context(stdout) {
   }
 }
 
+// `promise`'s value, or `fallback` after TIMEOUT_MS or on an error.
+function within(promise, fallback) {
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(fallback), TIMEOUT_MS);
+  });
+  return Promise.race([Promise.resolve(promise).catch(() => fallback), late]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
 export const MemexPlugin = async ({ client, directory }) => {
   const subagent = new Map();
+  // Whether a session is a sub-agent's (it has a parent); unknown (no answer in time) counts
+  // as no, and is asked again next time.
   const isSubagent = async (id) => {
     if (!subagent.has(id)) {
-      const s = await client?.session?.get?.({ path: { id } }).catch(() => null);
+      const s = await within(client?.session?.get?.({ path: { id } }), undefined);
+      if (s === undefined) return false;
       subagent.set(id, Boolean(s?.data?.parentID));
     }
     return subagent.get(id);

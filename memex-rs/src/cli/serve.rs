@@ -13,7 +13,11 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
     let bind: std::net::SocketAddr = s.api.bind.parse().context("api.bind")?;
     let cfg = crate::service::ServeConfig {
         settings: s.clone(),
-        roots: s.roots_with_projects(&registry, &ctx.env, &super::known_projects(ctx)),
+        roots: s.roots_with_projects(&registry, &ctx.env, &{
+            let mut p = super::known_projects(ctx);
+            p.truncate(crate::service::MAX_PROJECT_ROOTS);
+            p
+        }),
         env: ctx.env.clone(),
         bind,
     };

@@ -68,9 +68,10 @@ impl Host {
         };
         match self {
             Host::Claude => {
-                // Cursor and Copilot CLI also run Claude Code's hooks (from ~/.claude or a
-                // repository's .claude/settings.json), with their own input: those runs are
-                // theirs to answer through their own hooks, else memory would come twice.
+                // Cursor runs Claude Code's hooks (~/.claude, a project's .claude/) with its own
+                // input; so does Copilot CLI with camelCase events: those runs are theirs to
+                // answer through their own hooks, else memory would come twice. (Copilot's
+                // PascalCase events send Claude Code's very fields: those cannot be told apart.)
                 if let Some(other) = foreign_input(&v) {
                     return Err(format!(
                         "skipped: {other} runs Claude Code's hooks too; install {other}'s own \

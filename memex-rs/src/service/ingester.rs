@@ -26,8 +26,9 @@ pub(super) struct Ingester {
     pub stop: Arc<AtomicBool>,
     /// Sessions touched by each ingest, with their last activity, for the tracker.
     pub activity: mpsc::Sender<HashMap<i64, Option<i64>>>,
-    /// Project folders learnt while running, handed to the watcher as roots.
-    pub projects: Mutex<ProjectRoots>,
+    /// Told after each ingest that touched sessions: project folders may have been learnt
+    /// ([`ProjectRoots`], on a thread of its own: reading a folder can hang on a network mount).
+    pub projects: Option<std::sync::mpsc::SyncSender<()>>,
 }
 
 /// The roots in project folders (agents that keep their files there: Aider, Crush): when an
@@ -49,7 +50,26 @@ pub(super) struct ProjectRoots {
 /// session's folder can arrive after its first message).
 const PROJECTS_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Project folders followed at most, the most recently active first: each costs a watch or two,
+/// and the system's watches are shared by every program of the user.
+pub const MAX_PROJECT_ROOTS: usize = 1000;
+
 impl ProjectRoots {
+    /// Runs until the ingester goes: each nudge (those sent meanwhile count once) reads the
+    /// projects again.
+    pub fn run(mut self, registry: Arc<AdapterRegistry>, nudges: std::sync::mpsc::Receiver<()>) {
+        while nudges.recv().is_ok() {
+            while nudges.try_recv().is_ok() {}
+            let added = self.refresh(&registry);
+            if !added.is_empty() {
+                tracing::debug!(
+                    roots = added.len(),
+                    "project folders added to the watched roots"
+                );
+            }
+        }
+    }
+
     /// Reads the archive's projects when sessions were added (or a while has passed), and hands
     /// the watcher the roots they bring. The roots added.
     pub fn refresh(&mut self, registry: &AdapterRegistry) -> Vec<(String, PathBuf)> {
@@ -70,7 +90,10 @@ impl ProjectRoots {
         self.sessions_seen = top;
         self.checked = Some(Instant::now());
         let projects = match self.pool.with(crate::store::read::known_projects) {
-            Ok(Ok(p)) => p,
+            Ok(Ok(mut p)) => {
+                p.truncate(MAX_PROJECT_ROOTS);
+                p
+            }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "cannot read the archive's projects");
                 return Vec::new();
@@ -307,16 +330,9 @@ impl Ingester {
             );
         }
         if !report.touched.is_empty() {
-            let added = self
-                .projects
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .refresh(&self.registry);
-            if !added.is_empty() {
-                tracing::debug!(
-                    roots = added.len(),
-                    "project folders added to the watched roots"
-                );
+            if let Some(p) = &self.projects {
+                // Full: a read is already due, which sees this ingest too.
+                let _ = p.try_send(());
             }
             if self.activity.blocking_send(report.touched).is_err() {
                 tracing::debug!("the tracker has stopped");

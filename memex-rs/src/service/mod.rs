@@ -29,6 +29,7 @@ use crate::store::{self, ingest::IngestOptions, lock};
 use crate::watch::{self};
 
 pub use crate::state::{SessionIdle, Shared, State};
+pub use ingester::MAX_PROJECT_ROOTS;
 
 /// How long a shutdown may take before the process leaves anyway. Everything written is
 /// committed transaction by transaction, so leaving early loses nothing.
@@ -158,6 +159,24 @@ pub async fn run(
         shutdown_rx.clone(),
     ));
 
+    // Project folders learnt while running become roots of the agents that write there.
+    let (projects_tx, projects_rx) = std::sync::mpsc::sync_channel(1);
+    let projects = ingester::ProjectRoots {
+        settings: cfg.settings.clone(),
+        env: cfg.env.clone(),
+        pool: store::ReadPool::new(&data_dir),
+        adder: watcher.adder(),
+        known: cfg.roots.iter().cloned().collect(),
+        sessions_seen: 0,
+        checked: None,
+    };
+    {
+        let registry = registry.clone();
+        std::thread::Builder::new()
+            .name("memex-projects".into())
+            .spawn(move || projects.run(registry, projects_rx))
+            .expect("spawn the projects thread");
+    }
     let ingester = ingester::Ingester {
         registry,
         writer: writer.clone(),
@@ -172,15 +191,7 @@ pub async fn run(
         state: state.clone(),
         stop: stop.clone(),
         activity: activity_tx,
-        projects: std::sync::Mutex::new(ingester::ProjectRoots {
-            settings: cfg.settings.clone(),
-            env: cfg.env.clone(),
-            pool: store::ReadPool::new(&data_dir),
-            adder: watcher.adder(),
-            known: cfg.roots.iter().cloned().collect(),
-            sessions_seen: 0,
-            checked: None,
-        }),
+        projects: Some(projects_tx),
     };
     let ingester = std::thread::Builder::new()
         .name("memex-ingest".into())

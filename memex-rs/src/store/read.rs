@@ -561,11 +561,15 @@ pub fn agent_problems(
 /// Every project folder the archive knows (sessions' folders and their git work trees) that
 /// exists on this machine and is the user's own: where agents that keep files in projects are
 /// looked for. A folder someone else owns or anyone may write to (`/tmp`, `/`, another user's
-/// checkout) is left out: what another user put there is not this user's history.
+/// checkout) is left out: what another user put there is not this user's history. Most recently
+/// active first.
 pub fn known_projects(conn: &Connection) -> rusqlite::Result<Vec<std::path::PathBuf>> {
     let mut st = conn.prepare(
-        "SELECT project_path FROM sessions WHERE project_path IS NOT NULL
-         UNION SELECT git_root FROM sessions WHERE git_root IS NOT NULL",
+        "SELECT p FROM (
+           SELECT project_path AS p, updated_at AS t FROM sessions WHERE project_path IS NOT NULL
+           UNION ALL
+           SELECT git_root, updated_at FROM sessions WHERE git_root IS NOT NULL)
+         GROUP BY p ORDER BY MAX(t) DESC, p",
     )?;
     let paths = st
         .query_map([], |r| r.get::<_, String>(0))?
