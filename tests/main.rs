@@ -8,6 +8,7 @@ mod common;
 mod agents;
 mod compact;
 mod e2e;
+mod export;
 mod inject;
 mod llm;
 mod mcp;

@@ -18,6 +18,7 @@ pub mod client;
 pub mod compact;
 pub mod config;
 pub mod embed;
+pub mod export;
 pub mod inject;
 pub mod layer;
 #[cfg(test)]

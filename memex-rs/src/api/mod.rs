@@ -111,6 +111,7 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/sessions", get(sessions))
         .route("/api/sessions/{id}", get(session))
         .route("/api/sessions/{id}/summary", get(session_summary))
+        .route("/api/sessions/{id}/export", get(session_export))
         .route("/api/compact/trigger", post(compact_trigger))
         .route("/api/compact/session/{id}", post(compact_session))
         .route("/api/compact/regenerate", post(compact_regenerate))
@@ -520,6 +521,44 @@ async fn session(
     let mut sv = serde_json::to_value(&s).map_err(ApiError::internal)?;
     sv["usage"] = serde_json::to_value(&usage).map_err(ApiError::internal)?;
     Ok(Json(json!({"session": sv, "messages": messages})))
+}
+
+/// `GET /api/sessions/{id}/export?format=md|html|json`: the session as a file to download.
+async fn session_export(
+    State(st): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    use crate::export::{self, Format};
+    let p = Params::parse(q, &["format"])?;
+    let format = Format::parse(p.get("format").as_deref().unwrap_or("md"))
+        .map_err(ApiError::bad_parameter)?;
+    check_id(&id)?;
+    let (name, body) = read(&st, move |c| {
+        let s = find(c, &id)?;
+        let body = export::render(c, &s, format).map_err(ApiError::internal)?;
+        Ok((export::file_name(&s, format), body))
+    })
+    .await?;
+    let mut res = body.into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    // The name is made of [A-Za-z0-9._-] only.
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; sandbox"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(res)
 }
 
 fn check_id(id: &str) -> Result<(), ApiError> {

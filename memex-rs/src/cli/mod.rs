@@ -2,6 +2,7 @@
 //! (`--json` wherever output is data), progress and diagnostics to stderr.
 mod agents;
 mod compact;
+mod export;
 mod forget;
 mod hooks;
 mod import;
@@ -108,6 +109,10 @@ pub enum Command {
         #[command(subcommand)]
         command: HooksCommand,
     },
+    /// Write sessions out: Markdown (reads well on GitHub), one self-contained HTML file, or
+    /// JSON (the unified messages). One session by id, or many (--project, --since, --agent)
+    /// into a folder with an index.
+    Export(ExportArgs),
     /// Every agent Memex reads: installed here or not, where it looks, what the archive holds.
     Agents {
         #[arg(long)]
@@ -202,6 +207,30 @@ pub enum HookCommand {
         #[arg(long, default_value = "claude", value_parser = crate::inject::Host::NAMES.to_vec())]
         agent: String,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The session id (or a prefix only one session has). Leave out with --project, --since or
+    /// --agent to export every session they select.
+    pub session: Option<String>,
+    #[arg(long, default_value = "md", value_parser = ["md", "html", "json"])]
+    pub format: String,
+    /// The file to write (one session; `-` for standard output, the default), or the folder
+    /// (many sessions: one file each and an index).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Every session of this project (a path, or a part of its name).
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Sessions active since this time (7d, 2026-06-01, an RFC 3339 time).
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// At most this many sessions (the most recently active).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
 }
 
 #[derive(Args, Debug)]
@@ -373,6 +402,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Inject { .. } | Command::Hook { .. } => unreachable!("handled above"),
         Command::Hooks { command } => hooks::hooks(&ctx, &cli_globals, command),
         Command::Agents { json } => agents::agents(&ctx, json),
+        Command::Export(a) => export::export(&ctx, a),
         Command::Stats { json } => status::stats(&ctx, json),
         Command::Status { json } => status::status(&ctx, json),
         Command::Config { json } => status::show_config(&ctx, json),

@@ -199,6 +199,34 @@ pub fn session_usage(conn: &Connection, pk: i64) -> rusqlite::Result<Usage> {
     )
 }
 
+/// Token usage per talk (prompt number), counted as [`session_usage`] counts it.
+pub fn talk_usage(
+    conn: &Connection,
+    pk: i64,
+) -> rusqlite::Result<std::collections::BTreeMap<i64, Usage>> {
+    let mut st = conn.prepare(
+        "SELECT p, SUM(i), SUM(o), SUM(cr), SUM(cc), SUM(rs) FROM (
+           SELECT MIN(prompt_number) p, MAX(input_tokens) i, MAX(output_tokens) o,
+                  MAX(cache_read_tokens) cr, MAX(cache_creation_tokens) cc, MAX(reasoning_tokens) rs
+           FROM messages WHERE session_pk = ?1 AND usage_key IS NOT NULL AND inherited = 0
+           GROUP BY usage_key)
+         GROUP BY p",
+    )?;
+    st.query_map([pk], |r| {
+        Ok((
+            r.get(0)?,
+            Usage {
+                input_tokens: r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+                output_tokens: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                cache_read_tokens: r.get::<_, Option<i64>>(3)?.unwrap_or(0),
+                cache_creation_tokens: r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+                reasoning_tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+            },
+        ))
+    })?
+    .collect()
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct MessageRow {
     pub message_id: String,

@@ -1,0 +1,253 @@
+//! A session as HTML: the same page the web interface shows, as one self-contained file for
+//! export (styles inline, no script: `<details>` opens tool calls without one). Every text of a
+//! transcript goes through the templates' escaping; nothing of it is ever markup.
+
+use askama::Template;
+
+use super::view::{Entry, SessionView, Talk, one_line};
+
+/// The stylesheet of the web pages and the exported files.
+pub const CSS: &str = include_str!("../../assets/web/memex.css");
+
+/// One thing shown in a talk, flattened for the templates.
+pub struct Block {
+    /// `text`, `user`, `thinking`, `tool`, `compaction` or `meta`.
+    pub kind: &'static str,
+    pub text: String,
+    /// A tool's name, or the model that wrote a text.
+    pub label: String,
+    pub target: String,
+    pub status: &'static str,
+    pub output: Option<String>,
+}
+
+/// Consecutive blocks of the main agent, or of one sub-agent (`agent`).
+pub struct Group {
+    pub agent: Option<String>,
+    pub blocks: Vec<Block>,
+}
+
+/// A talk, ready for the templates.
+pub struct TalkHtml {
+    pub number: i64,
+    pub heading: String,
+    pub prompt: String,
+    pub time: String,
+    pub active: bool,
+    pub summary: Option<String>,
+    pub tokens: String,
+    pub groups: Vec<Group>,
+    pub observations: Vec<String>,
+}
+
+/// The session, ready for the templates.
+pub struct SessionHtml {
+    pub id: String,
+    pub title: String,
+    pub facts: Vec<String>,
+    pub summary: Option<String>,
+    pub key_points: Vec<String>,
+    pub files: Vec<String>,
+    pub preamble: Vec<Group>,
+    pub talks: Vec<TalkHtml>,
+}
+
+fn block(e: &Entry) -> Option<Block> {
+    let b = |kind, text: &str| Block {
+        kind,
+        text: text.to_owned(),
+        label: String::new(),
+        target: String::new(),
+        status: "",
+        output: None,
+    };
+    Some(match e {
+        Entry::Text { text, model } => Block {
+            label: model.clone().unwrap_or_default(),
+            ..b("text", text)
+        },
+        Entry::User { text } => b("user", text),
+        Entry::Thinking { text } => b("thinking", text),
+        Entry::Compaction { text } => b("compaction", text),
+        Entry::Meta { text } if text.trim().is_empty() => return None,
+        Entry::Meta { text } => b("meta", &one_line(text, 200)),
+        Entry::Tool(t) => Block {
+            kind: "tool",
+            text: t.input.clone(),
+            label: t.name.clone(),
+            target: t.target.clone(),
+            status: t.status(),
+            output: t.output.clone(),
+        },
+        Entry::SubAgent { .. } => return None,
+    })
+}
+
+fn groups(entries: &[Entry]) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    for e in entries {
+        match e {
+            Entry::SubAgent { agent, entries } => out.push(Group {
+                agent: Some(agent.clone()),
+                blocks: entries.iter().filter_map(block).collect(),
+            }),
+            other => {
+                let Some(b) = block(other) else { continue };
+                match out.last_mut() {
+                    Some(g) if g.agent.is_none() => g.blocks.push(b),
+                    _ => out.push(Group {
+                        agent: None,
+                        blocks: vec![b],
+                    }),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `1,234,567`.
+pub fn thousands(n: i64) -> String {
+    let s = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+fn talk(v: &SessionView, t: &Talk) -> TalkHtml {
+    TalkHtml {
+        number: t.number,
+        heading: one_line(&t.prompt, 100),
+        prompt: t.prompt.clone(),
+        time: t.time.clone().unwrap_or_default(),
+        active: t.active,
+        summary: t.summary.clone(),
+        tokens: t
+            .tokens
+            .as_ref()
+            .map(|u| {
+                format!(
+                    "{} in / {} out tokens",
+                    thousands(u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens),
+                    thousands(u.output_tokens)
+                )
+            })
+            .unwrap_or_default(),
+        groups: groups(&t.entries),
+        observations: v
+            .observations_of(t.number)
+            .map(|o| {
+                if o.subtitle.is_empty() {
+                    o.title.clone()
+                } else {
+                    format!("{} — {}", o.title, o.subtitle)
+                }
+            })
+            .collect(),
+    }
+}
+
+impl SessionHtml {
+    pub fn new(v: &SessionView) -> SessionHtml {
+        let s = &v.session;
+        let mut facts = vec![s.agent.clone()];
+        if let Some(p) = &s.project {
+            facts.push(p.clone());
+        }
+        if let Some(b) = &s.git_branch {
+            facts.push(format!("branch {b}"));
+        }
+        if let Some(m) = &s.model {
+            facts.push(m.clone());
+        }
+        if let (Some(a), Some(b)) = (&s.started_at, &s.updated_at) {
+            facts.push(format!("{a} → {b}"));
+        }
+        facts.push(format!(
+            "{} prompts, {} messages",
+            v.talks.len(),
+            s.messages
+        ));
+        let u = &v.usage;
+        facts.push(format!(
+            "{} tokens in, {} out",
+            thousands(u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens),
+            thousands(u.output_tokens)
+        ));
+        SessionHtml {
+            id: s.session_id.clone(),
+            title: one_line(&v.title(), 160),
+            facts,
+            summary: v.summary.as_ref().map(|x| x.text.clone()),
+            key_points: v
+                .summary
+                .as_ref()
+                .map(|x| x.key_points.clone())
+                .unwrap_or_default(),
+            files: v
+                .summary
+                .as_ref()
+                .map(|x| x.files.clone())
+                .unwrap_or_default(),
+            preamble: groups(&v.preamble),
+            talks: v.talks.iter().map(|t| talk(v, t)).collect(),
+        }
+    }
+}
+
+/// The exported file: the session page, standalone.
+#[derive(Template)]
+#[template(path = "export.html")]
+struct ExportPage<'a> {
+    s: &'a SessionHtml,
+    css: &'a str,
+}
+
+/// The whole session as one self-contained HTML file.
+pub fn render(v: &SessionView) -> String {
+    let s = SessionHtml::new(v);
+    ExportPage { s: &s, css: CSS }
+        .render()
+        .unwrap_or_else(|e| format!("<!doctype html><p>cannot render: {e}</p>"))
+}
+
+/// One line of the index of exported sessions.
+pub struct IndexRow {
+    pub file: String,
+    pub when: String,
+    pub agent: String,
+    pub project: String,
+    pub title: String,
+}
+
+#[derive(Template)]
+#[template(path = "export_index.html")]
+struct IndexPage<'a> {
+    rows: &'a [IndexRow],
+    css: &'a str,
+}
+
+/// The index page of many exported sessions, linking each file.
+pub fn index(sessions: &[(crate::store::read::SessionRow, String)]) -> String {
+    let rows: Vec<IndexRow> = sessions
+        .iter()
+        .map(|(s, f)| IndexRow {
+            file: f.clone(),
+            when: s.started_at.clone().unwrap_or_default(),
+            agent: s.agent.clone(),
+            project: s.project.clone().unwrap_or_default(),
+            title: one_line(s.title.as_deref().unwrap_or(&s.session_id), 100),
+        })
+        .collect();
+    IndexPage {
+        rows: &rows,
+        css: CSS,
+    }
+    .render()
+    .unwrap_or_else(|e| format!("<!doctype html><p>cannot render: {e}</p>"))
+}
