@@ -8,6 +8,7 @@
 mod compact;
 pub mod guard;
 mod rewrite;
+mod web;
 
 use self::compact::{compact_regenerate, compact_session, compact_status, compact_trigger};
 pub use self::rewrite::forget_request;
@@ -119,6 +120,7 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/inject", post(inject_handler))
         .route("/api/forget", post(forget_handler))
         .route("/api/scrub", post(scrub_handler))
+        .merge(web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -586,6 +586,112 @@ pub fn agent_problems(
     .collect()
 }
 
+/// One project: sessions, agents, last activity and its newest session summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectRow {
+    pub path: String,
+    pub sessions: i64,
+    pub agents: Vec<String>,
+    pub last_activity: Option<String>,
+    pub latest_summary: Option<String>,
+    pub latest_summary_session: Option<String>,
+}
+
+/// Every project (a session's git root, else its folder), most recently active first.
+pub fn projects(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<ProjectRow>> {
+    let mut st = conn.prepare(&format!(
+        "WITH p AS (
+           SELECT s.id, s.session_id, s.agent, s.updated_at,
+                  COALESCE(s.git_root, s.project_path) AS path
+           FROM sessions s WHERE s.message_count > 0 AND COALESCE(s.git_root, s.project_path) IS NOT NULL)
+         SELECT path, COUNT(*), group_concat(DISTINCT agent), MAX(updated_at),
+           (SELECT x.summary FROM session_summaries x JOIN p q ON q.id = x.session_pk
+            WHERE q.path = p.path ORDER BY q.updated_at DESC LIMIT 1),
+           (SELECT q.session_id FROM session_summaries x JOIN p q ON q.id = x.session_pk
+            WHERE q.path = p.path ORDER BY q.updated_at DESC LIMIT 1)
+         FROM p GROUP BY path ORDER BY MAX(updated_at) DESC LIMIT {limit}"
+    ))?;
+    st.query_map([], |r| {
+        let agents: Option<String> = r.get(2)?;
+        let mut agents: Vec<String> = agents
+            .unwrap_or_default()
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        agents.sort();
+        Ok(ProjectRow {
+            path: r.get(0)?,
+            sessions: r.get(1)?,
+            agents,
+            last_activity: iso(r.get(3)?),
+            latest_summary: r.get(4)?,
+            latest_summary_session: r.get(5)?,
+        })
+    })?
+    .collect()
+}
+
+/// A count per UTC day and name (agent, model, provider).
+#[derive(Debug, Clone, Serialize)]
+pub struct DayCount {
+    pub day: String,
+    pub name: String,
+    pub value: i64,
+}
+
+/// The time of the newest activity (epoch ms), if any.
+pub fn newest_message_ms(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT MAX(updated_at) FROM sessions", [], |r| r.get(0))
+}
+
+/// Messages archived per UTC day and agent (by the message's own time), in `[since, until)`.
+pub fn messages_per_day(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> rusqlite::Result<Vec<DayCount>> {
+    let mut st = conn.prepare(
+        "SELECT date(m.ts / 1000, 'unixepoch') d, s.agent, COUNT(*)
+         FROM messages m JOIN sessions s ON s.id = m.session_pk
+         WHERE m.ts >= ?1 AND m.ts < ?2 AND m.duplicate = 0 GROUP BY d, s.agent ORDER BY d",
+    )?;
+    st.query_map([since, until], |r| {
+        Ok(DayCount {
+            day: r.get(0)?,
+            name: r.get(1)?,
+            value: r.get(2)?,
+        })
+    })?
+    .collect()
+}
+
+/// Tokens the agents used per UTC day and model (from the transcripts' own usage, each
+/// report counted once), in `[since, until)`.
+pub fn agent_tokens_per_day(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> rusqlite::Result<Vec<DayCount>> {
+    let mut st = conn.prepare(
+        "SELECT date(t / 1000, 'unixepoch') d, COALESCE(model, 'unknown'), SUM(n) FROM (
+           SELECT MIN(ts) t, MAX(model) model,
+                  MAX(COALESCE(input_tokens, 0)) + MAX(COALESCE(cache_read_tokens, 0))
+                  + MAX(COALESCE(cache_creation_tokens, 0)) + MAX(COALESCE(output_tokens, 0)) n
+           FROM messages WHERE usage_key IS NOT NULL AND inherited = 0 AND ts >= ?1 AND ts < ?2
+           GROUP BY session_pk, usage_key)
+         GROUP BY d, 2 ORDER BY d",
+    )?;
+    st.query_map([since, until], |r| {
+        Ok(DayCount {
+            day: r.get(0)?,
+            name: r.get(1)?,
+            value: r.get(2)?,
+        })
+    })?
+    .collect()
+}
+
 /// Every project folder the archive knows (sessions' folders and their git work trees) that
 /// exists on this machine and is the user's own: where agents that keep files in projects are
 /// looked for. A folder someone else owns or anyone may write to (`/tmp`, `/`, another user's

@@ -1,0 +1,102 @@
+// Memex's web pages: the few things a page cannot do without a script. Everything shown is
+// rendered (and escaped) by the server; this only asks for fresh HTML fragments.
+"use strict";
+
+// "/" focuses the search box (or goes to the search page).
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "/" || e.ctrlKey || e.metaKey || e.altKey) return;
+  const t = e.target;
+  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement) return;
+  const q = document.getElementById("q");
+  e.preventDefault();
+  if (q) {
+    q.focus();
+    q.select();
+  } else {
+    window.location.href = "/";
+  }
+});
+
+// Search as you type; arrows move through the results, Enter opens one.
+(() => {
+  const form = document.getElementById("search-form");
+  if (!form) return;
+  let timer = 0;
+  let seq = 0;
+  let selected = -1;
+  const links = () => Array.from(document.querySelectorAll("#result-list a.result"));
+  const select = (i) => {
+    const all = links();
+    if (all.length === 0) return;
+    selected = Math.max(0, Math.min(i, all.length - 1));
+    all.forEach((a, k) => a.parentElement.setAttribute("aria-selected", String(k === selected)));
+    all[selected].scrollIntoView({ block: "nearest" });
+  };
+  const refresh = async () => {
+    const params = new URLSearchParams(new FormData(form));
+    for (const [k, v] of Array.from(params.entries())) if (!v) params.delete(k);
+    const mine = ++seq;
+    try {
+      const res = await fetch("/search?" + params.toString(), { headers: { Accept: "text/html" } });
+      if (mine !== seq || !res.ok) return;
+      const html = await res.text();
+      const doc = new DOMParser().parseFromString(html, "text/html");
+      const fresh = doc.getElementById("results");
+      const old = document.getElementById("results");
+      if (fresh && old) old.replaceWith(document.importNode(fresh, true));
+      selected = -1;
+      history.replaceState(null, "", params.toString() ? "/?" + params.toString() : "/");
+    } catch (_) {
+      // The service went away: the form still works without the script.
+    }
+  };
+  form.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 150);
+  });
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowDown") {
+      e.preventDefault();
+      select(selected + 1);
+    } else if (e.key === "ArrowUp") {
+      e.preventDefault();
+      select(selected - 1);
+    } else if (e.key === "Enter" && selected >= 0) {
+      e.preventDefault();
+      window.location.href = links()[selected].href;
+    }
+  });
+})();
+
+// Live pages: when the service stores new messages, fetch this page's live part again.
+(() => {
+  const live = document.querySelector("[data-live]");
+  if (!live || !window.EventSource) return;
+  const url = new URL(window.location.href);
+  url.searchParams.set("fragment", "1");
+  url.hash = "";
+  let busy = false;
+  const source = new EventSource("/events");
+  source.addEventListener("ingest", async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const res = await fetch(url.toString(), { headers: { Accept: "text/html" } });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+      const fresh = doc.getElementById(live.id);
+      const current = document.getElementById(live.id);
+      if (!fresh || !current) return;
+      if (fresh.dataset.live === current.dataset.live && live.id !== "dashboard-live") return;
+      // Keep what the reader opened.
+      const open = new Set(Array.from(current.querySelectorAll("details[open]")).map((d, i) => d.id || i));
+      const node = document.importNode(fresh, true);
+      Array.from(node.querySelectorAll("details")).forEach((d, i) => {
+        if (open.has(d.id || i)) d.open = true;
+      });
+      current.replaceWith(node);
+    } finally {
+      busy = false;
+    }
+  });
+})();

@@ -1,0 +1,769 @@
+//! The web interface at `/` of `memex serve`: search, sessions, a session as a conversation,
+//! projects, a dashboard, and live updates (server-sent events). It is part of the API's router,
+//! behind the same guard (Host, Origin, token), and reads through the same functions as the
+//! JSON endpoints (`search::search`, `store::read`, `export::view`, the compact and injection
+//! statistics): no second query path. Pages are askama templates (every transcript text
+//! escaped); the one stylesheet and the one small script are served by the binary; the
+//! Content-Security-Policy allows nothing from anywhere else.
+
+mod chart;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::{ApiError, ApiState, Params, check_id, find, read};
+use crate::export::html::{CSS, SessionHtml, thousands};
+use crate::search;
+use crate::store::read as store;
+
+const JS: &str = include_str!("../../../assets/web/memex.js");
+
+/// What a page may load: its own stylesheet and script, its own API; nothing else, no frames.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Sessions per page of the list.
+const PAGE: u32 = 50;
+
+pub(super) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/", get(search_page))
+        .route("/search", get(search_results))
+        .route("/sessions", get(sessions_page))
+        .route("/sessions/{id}", get(session_page))
+        .route("/projects", get(projects_page))
+        .route("/dashboard", get(dashboard_page))
+        .route("/events", get(events))
+        .route(
+            "/assets/memex.css",
+            get(|| async { asset(CSS, "text/css") }),
+        )
+        .route(
+            "/assets/memex.js",
+            get(|| async { asset(JS, "text/javascript") }),
+        )
+}
+
+fn asset(body: &'static str, ty: &'static str) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ty));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+/// A rendered page with the headers every page carries.
+fn page(t: impl Template) -> Response {
+    match t.render() {
+        Ok(html) => html_response(StatusCode::OK, html),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
+    let mut r = (status, html).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A page that says what went wrong (a bad parameter, a session not found), in the layout.
+fn error_page(e: ApiError) -> Response {
+    let status = e.status;
+    let t = ErrorPage {
+        nav: "",
+        title: "Not shown",
+        message: e.message,
+    };
+    match t.render() {
+        Ok(html) => html_response(status, html),
+        Err(_) => e_plain(status),
+    }
+}
+
+fn e_plain(status: StatusCode) -> Response {
+    (status, "error").into_response()
+}
+
+#[derive(Template)]
+#[template(path = "web/error.html")]
+struct ErrorPage {
+    nav: &'static str,
+    title: &'static str,
+    message: String,
+}
+
+// ---- search ----
+
+/// What the search form holds.
+#[derive(Default)]
+struct Form {
+    q: String,
+    level: String,
+    mode: String,
+    agent: String,
+    project: String,
+    since: String,
+    session: String,
+}
+
+impl Form {
+    fn from(p: &Params) -> Form {
+        let g = |k: &str| p.get(k).unwrap_or_default();
+        Form {
+            q: g("q"),
+            level: g("level"),
+            mode: g("mode"),
+            agent: g("agent"),
+            project: g("project"),
+            since: g("since"),
+            session: g("session"),
+        }
+    }
+}
+
+const FORM_KEYS: &[&str] = &["q", "level", "mode", "agent", "project", "since", "session"];
+
+/// One result, ready for the template: the snippet in pieces, the matches marked.
+struct ResultRow {
+    href: String,
+    level: &'static str,
+    agent: String,
+    project: String,
+    time: String,
+    matched: &'static str,
+    pieces: Vec<(String, bool)>,
+    title: String,
+}
+
+struct Results {
+    rows: Vec<ResultRow>,
+    notice: Option<String>,
+    mode: &'static str,
+    error: Option<String>,
+    asked: bool,
+}
+
+/// The snippet without its `**` markers, cut into pieces with the query's words marked.
+fn pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
+    let text = snippet.replace("**", "");
+    let words: Vec<String> = search::query::parse_query(query)
+        .iter()
+        .flat_map(|t| {
+            t.literal
+                .split(' ')
+                .filter(|w| !w.is_empty())
+                .map(regex::escape)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let re = (!words.is_empty())
+        .then(|| {
+            regex::RegexBuilder::new(&words.join("|"))
+                .case_insensitive(true)
+                .build()
+                .ok()
+        })
+        .flatten();
+    let Some(re) = re else {
+        return vec![(text, false)];
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for m in re.find_iter(&text) {
+        if m.start() > at {
+            out.push((text[at..m.start()].to_owned(), false));
+        }
+        out.push((m.as_str().to_owned(), true));
+        at = m.end();
+    }
+    if at < text.len() {
+        out.push((text[at..].to_owned(), false));
+    }
+    out
+}
+
+async fn run_search(st: &ApiState, f: &Form) -> Results {
+    let mut out = Results {
+        rows: Vec::new(),
+        notice: None,
+        mode: "",
+        error: None,
+        asked: !f.q.trim().is_empty(),
+    };
+    if !out.asked {
+        return out;
+    }
+    let opt = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
+    let params = match (search::SearchRequest {
+        query: f.q.clone(),
+        limit: Some(30),
+        agent: opt(&f.agent),
+        project: opt(&f.project),
+        session: opt(&f.session),
+        since: opt(&f.since),
+        until: None,
+        level: opt(&f.level),
+        mode: opt(&f.mode),
+    })
+    .check(1000)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            out.error = Some(format!("{}: {}", e.name, e.reason));
+            return out;
+        }
+    };
+    let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
+    let res = read(st, move |c| {
+        search::search(c, &search::Semantic::of(&vectors, &rt), &params)
+            .map_err(|e| ApiError::bad_parameter(e.to_string()))
+    })
+    .await;
+    match res {
+        Ok(r) => {
+            out.mode = r.mode;
+            out.notice = r.notice;
+            out.rows = r
+                .results
+                .into_iter()
+                .map(|h| ResultRow {
+                    href: format!(
+                        "/sessions/{}#prompt-{}",
+                        urlencode(&h.session_id),
+                        h.prompt_number
+                    ),
+                    level: h.level,
+                    agent: h.agent,
+                    project: h.project.unwrap_or_default(),
+                    time: h
+                        .timestamp
+                        .as_deref()
+                        .map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
+                        .unwrap_or_default(),
+                    matched: match h.matched {
+                        "fts" => "words",
+                        "vector" => "meaning",
+                        other => other,
+                    },
+                    pieces: pieces(&h.snippet, &f.q),
+                    title: format!("{} prompt {}", h.session_id, h.prompt_number),
+                })
+                .collect();
+        }
+        Err(e) => out.error = Some(e.message),
+    }
+    out
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "web/search.html")]
+struct SearchPage {
+    nav: &'static str,
+    title: &'static str,
+    f: Form,
+    r: Results,
+    agents: Vec<String>,
+    levels: &'static [&'static str],
+}
+
+#[derive(Template)]
+#[template(path = "web/results.html")]
+struct ResultsFragment {
+    r: Results,
+}
+
+fn agent_names() -> Vec<String> {
+    ai_cli_session_collector::AdapterRegistry::new()
+        .all()
+        .map(|a| a.name().to_owned())
+        .collect()
+}
+
+async fn search_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match Params::parse(q, FORM_KEYS) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
+    };
+    let f = Form::from(&p);
+    let r = run_search(&st, &f).await;
+    page(SearchPage {
+        nav: "search",
+        title: "Search",
+        f,
+        r,
+        agents: agent_names(),
+        levels: search::LEVELS,
+    })
+}
+
+/// The results alone, for the search box's as-you-type updates.
+async fn search_results(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match Params::parse(q, FORM_KEYS) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
+    };
+    let f = Form::from(&p);
+    let r = run_search(&st, &f).await;
+    page(ResultsFragment { r })
+}
+
+// ---- sessions ----
+
+struct SessionLine {
+    href: String,
+    id: String,
+    title: String,
+    agent: String,
+    project: String,
+    updated: String,
+    messages: i64,
+    prompts: i64,
+    subagent: bool,
+}
+
+#[derive(Template)]
+#[template(path = "web/sessions.html")]
+struct SessionsPage {
+    nav: &'static str,
+    title: &'static str,
+    rows: Vec<SessionLine>,
+    agent: String,
+    project: String,
+    agents: Vec<String>,
+    prev: Option<String>,
+    next: Option<String>,
+}
+
+fn short_time(t: Option<&str>) -> String {
+    t.map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
+        .unwrap_or_default()
+}
+
+async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match Params::parse(q, &["agent", "project", "page"]) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
+    };
+    let pageno = match p.number("page", 1, 1, 100_000) {
+        Ok(n) => n,
+        Err(e) => return error_page(e),
+    };
+    let agent = p.get("agent");
+    if let Some(a) = &agent
+        && let Err(e) = search::check_agent(a)
+    {
+        return error_page(ApiError::bad_parameter(e));
+    }
+    let filter = store::Filter {
+        agent: agent.clone(),
+        project: p.get("project"),
+        ..Default::default()
+    };
+    let rows = read(&st, move |c| {
+        store::list_sessions(c, &filter, PAGE + 1, (pageno - 1) * PAGE).map_err(ApiError::internal)
+    })
+    .await;
+    let mut rows = match rows {
+        Ok(r) => r,
+        Err(e) => return error_page(e),
+    };
+    let more = rows.len() > PAGE as usize;
+    rows.truncate(PAGE as usize);
+    let link = |n: u32| {
+        let mut q = vec![format!("page={n}")];
+        if let Some(a) = &agent {
+            q.push(format!("agent={}", urlencode(a)));
+        }
+        if let Some(pr) = p.get("project") {
+            q.push(format!("project={}", urlencode(&pr)));
+        }
+        format!("/sessions?{}", q.join("&"))
+    };
+    page(SessionsPage {
+        nav: "sessions",
+        title: "Sessions",
+        rows: rows
+            .into_iter()
+            .map(|s| SessionLine {
+                href: format!("/sessions/{}", urlencode(&s.session_id)),
+                title: s
+                    .title
+                    .clone()
+                    .map(|t| crate::export::view::one_line(&t, 100))
+                    .unwrap_or_else(|| s.session_id.clone()),
+                id: s.session_id,
+                agent: s.agent,
+                project: s.project.unwrap_or_default(),
+                updated: short_time(s.updated_at.as_deref()),
+                messages: s.messages,
+                prompts: s.prompts,
+                subagent: s.is_subagent,
+            })
+            .collect(),
+        agent: agent.clone().unwrap_or_default(),
+        project: p.get("project").unwrap_or_default(),
+        agents: agent_names(),
+        prev: (pageno > 1).then(|| link(pageno - 1)),
+        next: more.then(|| link(pageno + 1)),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "web/session.html")]
+struct SessionPage {
+    nav: &'static str,
+    title: String,
+    s: SessionHtml,
+    export_base: String,
+    observations: Vec<(i64, String)>,
+    parent: Option<String>,
+    updated: String,
+}
+
+#[derive(Template)]
+#[template(path = "web/session_live.html")]
+struct SessionFragment {
+    s: SessionHtml,
+    updated: String,
+}
+
+async fn session_page(
+    State(st): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let p = match Params::parse(q, &["fragment"]) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
+    };
+    if let Err(e) = check_id(&id) {
+        return error_page(e);
+    }
+    let v = read(&st, move |c| {
+        let s = find(c, &id)?;
+        crate::export::view(c, &s).map_err(ApiError::internal)
+    })
+    .await;
+    let v = match v {
+        Ok(v) => v,
+        Err(e) => return error_page(e),
+    };
+    let updated = v.session.updated_at.clone().unwrap_or_default();
+    let s = SessionHtml::new(&v);
+    if p.get("fragment").is_some() {
+        return page(SessionFragment { s, updated });
+    }
+    page(SessionPage {
+        nav: "sessions",
+        title: s.title.clone(),
+        export_base: format!("/api/sessions/{}/export", urlencode(&s.id)),
+        observations: v
+            .observations
+            .iter()
+            .map(|o| (o.prompt_number, o.title.clone()))
+            .collect(),
+        parent: v.session.parent_session_id.clone(),
+        updated,
+        s,
+    })
+}
+
+// ---- projects ----
+
+#[derive(Template)]
+#[template(path = "web/projects.html")]
+struct ProjectsPage {
+    nav: &'static str,
+    title: &'static str,
+    rows: Vec<store::ProjectRow>,
+}
+
+async fn projects_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    if let Err(e) = Params::parse(q, &[]) {
+        return error_page(e);
+    }
+    match read(&st, |c| {
+        store::projects(c, 1000).map_err(ApiError::internal)
+    })
+    .await
+    {
+        Ok(rows) => page(ProjectsPage {
+            nav: "projects",
+            title: "Projects",
+            rows,
+        }),
+        Err(e) => error_page(e),
+    }
+}
+
+// ---- dashboard ----
+
+struct Card {
+    label: &'static str,
+    value: String,
+}
+
+#[derive(Template)]
+#[template(path = "web/dashboard.html")]
+struct DashboardPage {
+    nav: &'static str,
+    title: &'static str,
+    cards: Vec<Card>,
+    charts: Vec<chart::Chart>,
+    gone: Vec<store::GoneSession>,
+    /// The days the charts cover.
+    period: String,
+}
+
+#[derive(Template)]
+#[template(path = "web/dashboard_live.html")]
+struct DashboardFragment {
+    cards: Vec<Card>,
+    charts: Vec<chart::Chart>,
+    gone: Vec<store::GoneSession>,
+    /// The days the charts cover.
+    period: String,
+}
+
+/// Days the dashboard's charts cover.
+const DAYS: i64 = 30;
+
+async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match Params::parse(q, &["fragment"]) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let data = read(&st, move |c| {
+        let e = ApiError::internal;
+        // The 30 days up to the newest activity (today, on a machine in use).
+        let end = store::newest_message_ms(c)
+            .map_err(e)?
+            .map_or(now, |t| t.min(now));
+        let (since, until) = (end - (DAYS - 1) * 86_400_000 - end % 86_400_000, end + 1);
+        Ok((
+            end,
+            store::messages_per_day(c, since, until).map_err(e)?,
+            store::agent_tokens_per_day(c, since, until).map_err(e)?,
+            crate::compact::queue::status(c).map_err(e)?,
+            crate::inject::stats(c).map_err(e)?,
+            store::status(c).map_err(e)?,
+            store::sessions_with_source_gone(c, 20).map_err(e)?,
+            crate::vector::indexer::Vectors::backlog(c).map_err(e)?,
+        ))
+    })
+    .await;
+    let (end, messages, tokens, queue, inj, status, gone, backlog) = match data {
+        Ok(d) => d,
+        Err(e) => return error_page(e),
+    };
+    let last = chrono::DateTime::from_timestamp_millis(end)
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .unwrap_or_default();
+    let first = chrono::DateTime::from_timestamp_millis(end - (DAYS - 1) * 86_400_000)
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .unwrap_or_default();
+    let compaction: Vec<store::DayCount> = queue
+        .tokens_per_provider_day
+        .iter()
+        .map(|d| store::DayCount {
+            day: d.day.clone(),
+            name: d.provider.clone(),
+            value: d.tokens_input + d.tokens_output,
+        })
+        .filter(|d| d.day >= first && d.day <= last)
+        .collect();
+    let injections: Vec<store::DayCount> = inj
+        .per_day
+        .iter()
+        .flat_map(|d| {
+            [
+                store::DayCount {
+                    day: d.day.clone(),
+                    name: "with memory".into(),
+                    value: d.with_items,
+                },
+                store::DayCount {
+                    day: d.day.clone(),
+                    name: "nothing to add".into(),
+                    value: d.injections - d.with_items,
+                },
+            ]
+        })
+        .filter(|d| d.day >= first && d.day <= last)
+        .collect();
+    let pending: i64 = queue
+        .jobs
+        .values()
+        .map(|states| states.get("pending").copied().unwrap_or(0))
+        .sum();
+    let pct = |r: Option<f64>| r.map_or_else(|| "–".to_owned(), |r| format!("{:.0}%", r * 100.0));
+    let ms = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.0} ms"));
+    let cards = vec![
+        Card {
+            label: "sessions",
+            value: thousands(status.sessions),
+        },
+        Card {
+            label: "messages",
+            value: thousands(status.messages),
+        },
+        Card {
+            label: "compaction jobs waiting",
+            value: thousands(pending),
+        },
+        Card {
+            label: "messages waiting for vectors",
+            value: thousands(backlog as i64),
+        },
+        Card {
+            label: "tokens saved by summaries",
+            value: chart::short(queue.tokens_saved.saved as f64),
+        },
+        Card {
+            label: "injection hit rate (smart)",
+            value: pct(inj.smart.hit_rate),
+        },
+        Card {
+            label: "injection latency p50 / p95",
+            value: format!("{} / {}", ms(inj.latency_ms.p50), ms(inj.latency_ms.p95)),
+        },
+        Card {
+            label: "sessions whose transcript is gone",
+            value: thousands(status.sessions_with_source_gone),
+        },
+    ];
+    let charts = vec![
+        chart::stacked(
+            "Messages archived per day, by agent",
+            "messages",
+            &messages,
+            &first,
+            &last,
+        ),
+        chart::stacked(
+            "Tokens the agents used per day, by model",
+            "tokens",
+            &tokens,
+            &first,
+            &last,
+        ),
+        chart::stacked(
+            "Tokens spent on compaction per day, by provider",
+            "tokens",
+            &compaction,
+            &first,
+            &last,
+        ),
+        chart::stacked(
+            "Memory injections per day",
+            "prompts",
+            &injections,
+            &first,
+            &last,
+        ),
+    ];
+    let period = format!("{first} to {last}");
+    if p.get("fragment").is_some() {
+        return page(DashboardFragment {
+            cards,
+            charts,
+            gone,
+            period,
+        });
+    }
+    page(DashboardPage {
+        nav: "dashboard",
+        title: "Dashboard",
+        cards,
+        charts,
+        gone,
+        period,
+    })
+}
+
+// ---- live ----
+
+/// Server-sent events: `ingest` with a counter whenever the watcher stored new or changed
+/// messages (checked twice a second), so an open session page or the dashboard can reload its
+/// content; a comment every 15 s keeps the connection open through proxies.
+async fn events(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use std::sync::atomic::Ordering::Relaxed;
+    if let Err(e) = Params::parse(q, &[]) {
+        return e.into_response();
+    }
+    let state = st.state.clone();
+    let stream = futures::stream::unfold(None::<u64>, move |last| {
+        let state = state.clone();
+        async move {
+            loop {
+                let n = state.ingest.messages.load(Relaxed)
+                    + state.ingest.messages_updated.load(Relaxed);
+                if last != Some(n) {
+                    let ev = Event::default()
+                        .event("ingest")
+                        .data(format!("{{\"messages\":{n}}}"));
+                    return Some((Ok::<_, std::convert::Infallible>(ev), Some(n)));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_lose_their_markers_and_mark_the_query_words() {
+        let p = pieces("…the **failing** test **fails** on **CI**…", "failing CI");
+        let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
+        assert_eq!(marked, ["failing", "CI"]);
+        let text: String = p.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(text, "…the failing test fails on CI…");
+        assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
+    }
+}
