@@ -16,3 +16,4 @@ mod secrets;
 mod security;
 mod serve;
 mod vectors;
+mod web;

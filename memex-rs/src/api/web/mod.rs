@@ -21,6 +21,7 @@ use crate::search;
 use crate::store::read as store;
 
 const JS: &str = include_str!("../../../assets/web/memex.js");
+const ICON: &str = include_str!("../../../assets/web/favicon.svg");
 
 /// What a page may load: its own stylesheet and script, its own API; nothing else, no frames.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -45,6 +46,14 @@ pub(super) fn routes() -> Router<ApiState> {
         .route(
             "/assets/memex.js",
             get(|| async { asset(JS, "text/javascript") }),
+        )
+        .route(
+            "/assets/favicon.svg",
+            get(|| async { asset(ICON, "image/svg+xml") }),
+        )
+        .route(
+            "/favicon.ico",
+            get(|| async { asset(ICON, "image/svg+xml") }),
         )
 }
 
@@ -172,16 +181,28 @@ struct Results {
 /// The snippet without its `**` markers, cut into pieces with the query's words marked.
 fn pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
     let text = snippet.replace("**", "");
-    let words: Vec<String> = search::query::parse_query(query)
+    // A phrase (or a word the query language split, like `snake_case`) is marked whole where
+    // its words stand together, else word by word.
+    let terms = search::query::parse_query(query);
+    let mut words: Vec<String> = terms
         .iter()
-        .flat_map(|t| {
+        .filter(|t| t.literal.contains(' '))
+        .map(|t| {
             t.literal
                 .split(' ')
                 .filter(|w| !w.is_empty())
                 .map(regex::escape)
                 .collect::<Vec<_>>()
+                .join(r"[\W_]+")
         })
         .collect();
+    words.extend(terms.iter().flat_map(|t| {
+        t.literal
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .map(regex::escape)
+            .collect::<Vec<_>>()
+    }));
     let re = (!words.is_empty())
         .then(|| {
             regex::RegexBuilder::new(&words.join("|"))
@@ -486,7 +507,13 @@ async fn session_page(
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
-    let updated = v.session.updated_at.clone().unwrap_or_default();
+    // What changes when the session does: its messages (an answer rewritten in place keeps
+    // the count but moves the time).
+    let updated = format!(
+        "{}:{}",
+        v.session.messages,
+        v.session.updated_at.as_deref().unwrap_or("")
+    );
     let s = SessionHtml::new(&v);
     if p.get("fragment").is_some() {
         return page(SessionFragment { s, updated });
@@ -765,5 +792,11 @@ mod tests {
         let text: String = p.iter().map(|x| x.0.as_str()).collect();
         assert_eq!(text, "…the failing test fails on CI…");
         assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
+        let p = pieces(
+            "fix **verify**_**signature** and the signature",
+            "verify_signature",
+        );
+        let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
+        assert_eq!(marked, ["verify_signature", "signature"]);
     }
 }

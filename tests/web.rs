@@ -1,0 +1,499 @@
+//! The web interface in a real browser: headless Chromium (Debian's `chromium`) driven over the
+//! DevTools protocol against a real `memex serve`, as a person would use it: search by a word
+//! and by a paraphrase and open a result, read a Chinese session, open a tool call, follow a
+//! sub-agent, look at the dashboard, watch a new line arrive without a reload, download an
+//! export. Every page must load with no console error and no request leaving the service.
+//! Screenshots of each page go to `target/tmp/web-screenshots/` (printed by the test).
+//!
+//! And the pages against a hostile caller, over plain HTTP: other names for the host, other
+//! sites, markup in transcripts, bad parameters.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Home, Server, claude_answer, claude_prompt};
+use headless_chrome::protocol::cdp::types::Event;
+use headless_chrome::protocol::cdp::{Network, Page};
+use headless_chrome::{Browser, LaunchOptions, Tab};
+use serde_json::json;
+
+const PROJECT: &str = "/home/dev/payments";
+const WEBHOOK: &str = "5f0c1a2b-3c4d-4e5f-8a6b-7c8d9e0f1a2b";
+const CHINESE: &str = "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4e";
+const HOSTILE: &str = "7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5f";
+/// A real Claude Code session with an Explore sub-agent (fixtures).
+const WITH_SUBAGENT: &str = "29ccd257-68b1-427f-ae5f-6524b7cb6f20";
+
+fn chromium() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .flat_map(|d| [d.join("chromium"), d.join("chromium-browser")])
+        .find(|p| p.is_file())
+        .expect("the web tests need Chromium: apt-get install chromium (.ci/run does)")
+}
+
+fn screenshots() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The archive the pages show: the real fixture sessions (one with a sub-agent), a payments
+/// session to find by a paraphrase, a Chinese one, and one full of markup.
+fn home() -> Home {
+    let home = Home::empty();
+    common::copy_dir(
+        &common::fixtures().join("claude/projects"),
+        &home.path().join(".claude/projects"),
+    );
+    home.write_claude(
+        PROJECT,
+        WEBHOOK,
+        &[
+            claude_prompt(
+                WEBHOOK,
+                "u1",
+                PROJECT,
+                "Stripe changed how webhook signatures are computed. Update verify_signature.",
+            ),
+            claude_answer(
+                WEBHOOK,
+                "a1",
+                PROJECT,
+                "verify_signature now checks the HMAC-SHA256 of the timestamp and payload in constant time.",
+            ),
+        ],
+    );
+    home.write_claude(
+        "/home/dev/shop",
+        CHINESE,
+        &[
+            claude_prompt(
+                CHINESE,
+                "c1",
+                "/home/dev/shop",
+                "修复登录页面的验证码刷新问题",
+            ),
+            claude_answer(
+                CHINESE,
+                "c2",
+                "/home/dev/shop",
+                "验证码现在每次点击都会重新生成，并且过期时间改为五分钟。",
+            ),
+        ],
+    );
+    home.write_claude(
+        "/home/dev/evil",
+        HOSTILE,
+        &[
+            claude_prompt(
+                HOSTILE,
+                "h1",
+                "/home/dev/evil",
+                "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> zanzibar",
+            ),
+            claude_answer(
+                HOSTILE,
+                "h2",
+                "/home/dev/evil",
+                "</pre></div><script>window.__pwned=3</script> **zanzibar** done",
+            ),
+        ],
+    );
+    home
+}
+
+/// What a page did that it must not: console errors, exceptions, requests elsewhere.
+#[derive(Default)]
+struct Watch {
+    problems: Vec<String>,
+    requests: Vec<String>,
+}
+
+struct Driver {
+    _browser: Browser,
+    _profile: tempfile::TempDir,
+    tab: Arc<Tab>,
+    watch: Arc<Mutex<Watch>>,
+    base: String,
+}
+
+impl Driver {
+    fn new(s: &Server) -> Driver {
+        let profile = tempfile::tempdir().unwrap();
+        let browser = Browser::new(LaunchOptions {
+            headless: true,
+            sandbox: false,
+            path: Some(chromium()),
+            window_size: Some((1200, 900)),
+            user_data_dir: Some(profile.path().to_owned()),
+            idle_browser_timeout: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .expect("start chromium");
+        let tab = browser.new_tab().unwrap();
+        tab.set_default_timeout(Duration::from_secs(20));
+        tab.enable_log().unwrap();
+        tab.enable_runtime().unwrap();
+        tab.call_method(Network::Enable {
+            max_total_buffer_size: None,
+            max_resource_buffer_size: None,
+            max_post_data_size: None,
+            report_direct_socket_traffic: None,
+            enable_durable_messages: None,
+        })
+        .unwrap();
+        let watch = Arc::new(Mutex::new(Watch::default()));
+        let w = watch.clone();
+        tab.add_event_listener(Arc::new(move |e: &Event| {
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            match e {
+                Event::RuntimeExceptionThrown(x) => w
+                    .problems
+                    .push(format!("exception: {:?}", x.params.exception_details.text)),
+                Event::RuntimeConsoleAPICalled(x)
+                    if format!("{:?}", x.params.Type)
+                        .to_lowercase()
+                        .contains("error") =>
+                {
+                    w.problems
+                        .push(format!("console.error: {:?}", x.params.args))
+                }
+                Event::LogEntryAdded(x)
+                    if format!("{:?}", x.params.entry.level)
+                        .to_lowercase()
+                        .contains("error") =>
+                {
+                    w.problems.push(format!(
+                        "log error: {} {:?}",
+                        x.params.entry.text, x.params.entry.url
+                    ))
+                }
+                Event::NetworkRequestWillBeSent(x) => w.requests.push(x.params.request.url.clone()),
+                _ => {}
+            }
+        }))
+        .unwrap();
+        Driver {
+            _browser: browser,
+            _profile: profile,
+            tab,
+            watch,
+            base: format!("http://{}", s.addr),
+        }
+    }
+
+    fn open(&self, path: &str) {
+        self.tab
+            .navigate_to(&format!("{}{path}", self.base))
+            .unwrap()
+            .wait_until_navigated()
+            .unwrap();
+    }
+
+    fn eval(&self, js: &str) -> serde_json::Value {
+        self.tab
+            .evaluate(js, true)
+            .unwrap()
+            .value
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Waits until `js` is true in the page.
+    fn wait(&self, what: &str, js: &str) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if self.eval(js) == json!(true) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("waited 30 s for {what}");
+    }
+
+    fn shot(&self, name: &str) {
+        let png = self
+            .tab
+            .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
+            .unwrap();
+        let path = screenshots().join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        eprintln!("screenshot: {}", path.display());
+    }
+
+    /// No console error, no exception, no request to anything but the service, so far.
+    fn clean(&self, page: &str) {
+        let w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(w.problems.is_empty(), "{page}: {:?}", w.problems);
+        for r in &w.requests {
+            assert!(
+                r.starts_with(&self.base) || r.starts_with("data:"),
+                "{page}: a request left the service: {r}"
+            );
+        }
+        assert_eq!(
+            self.eval("window.__pwned === undefined"),
+            json!(true),
+            "{page}: transcript markup ran"
+        );
+    }
+}
+
+fn served(home: &Home) -> Server {
+    let model = common::model_dir();
+    let s = home.serve(&[("MEMEX_MODEL_DIR", model.to_str().unwrap())]);
+    s.wait_watching();
+    s.wait_for(240, "every message embedded", |s| {
+        let st = s.ok("/api/stats");
+        (st["messages"].as_i64().unwrap_or(0) > 400 && st["vectors"]["backlog"] == 0).then_some(())
+    });
+    s
+}
+
+#[test]
+fn a_person_uses_the_web_interface_in_a_real_browser() {
+    let home = home();
+    let s = served(&home);
+    let d = Driver::new(&s);
+
+    // Search by a word, as you type; arrows and Enter open the exact talk.
+    d.open("/");
+    d.wait(
+        "the search box focused",
+        "document.activeElement && document.activeElement.id === 'q'",
+    );
+    d.tab
+        .find_element("#q")
+        .unwrap()
+        .type_into("verify_signature")
+        .unwrap();
+    // Results follow the typing; they settle on the whole word, marked whole.
+    d.wait(
+        "results for the whole word, as you type",
+        "Array.from(document.querySelectorAll('#result-list mark'))\
+         .some(m => m.textContent === 'verify_signature')",
+    );
+    d.shot("1-search");
+    d.clean("search");
+    d.tab.press_key("ArrowDown").unwrap();
+    d.tab.press_key("Enter").unwrap();
+    d.wait(
+        "the session page",
+        "location.pathname.startsWith('/sessions/')",
+    );
+    d.tab.wait_until_navigated().unwrap();
+    let url = d.tab.get_url();
+    assert!(url.contains(WEBHOOK) && url.contains("#prompt-1"), "{url}");
+    d.wait(
+        "the talk the result is in",
+        "document.getElementById('prompt-1') !== null",
+    );
+    d.shot("2-session-from-search");
+    d.clean("session from search");
+
+    // By a paraphrase that shares no word with it: meaning finds it.
+    d.open("/?q=how+do+we+make+sure+payment+notifications+are+authentic&mode=vector");
+    d.wait(
+        "meaning results",
+        "document.querySelectorAll('#result-list li').length > 0",
+    );
+    let first = d.eval("document.querySelector('#result-list a.result').getAttribute('href')");
+    assert!(first.as_str().unwrap().contains(WEBHOOK), "{first}");
+    d.shot("3-search-by-meaning");
+    d.clean("search by meaning");
+
+    // A Chinese session reads as it was written.
+    d.open(&format!("/sessions/{CHINESE}"));
+    let text = d.eval("document.body.innerText");
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("修复登录页面的验证码刷新问题")
+    );
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("验证码现在每次点击都会重新生成")
+    );
+    d.shot("4-chinese-session");
+    d.clean("chinese session");
+
+    // A real session: a tool call opens to its input and output; the sub-agent's work is
+    // nested where it ran.
+    d.open(&format!("/sessions/{WITH_SUBAGENT}"));
+    assert_eq!(
+        d.eval("document.querySelector('details.tool').open"),
+        json!(false)
+    );
+    d.tab
+        .find_element("details.tool > summary")
+        .unwrap()
+        .click()
+        .unwrap();
+    d.wait(
+        "the tool call open",
+        "document.querySelector('details.tool').open === true",
+    );
+    let input = d.eval("document.querySelector('details.tool pre').innerText");
+    assert!(!input.as_str().unwrap_or("").is_empty());
+    d.tab
+        .find_element("details.subagent > summary")
+        .unwrap()
+        .click()
+        .unwrap();
+    d.wait(
+        "the sub-agent open",
+        "document.querySelector('details.subagent').open === true",
+    );
+    let steps = d.eval("document.querySelectorAll('details.subagent .body details.tool').length");
+    assert!(steps.as_i64().unwrap() > 3, "{steps}");
+    d.shot("5-session-with-subagent");
+    d.clean("session with a sub-agent");
+
+    // Markup in a transcript is text.
+    d.open(&format!("/sessions/{HOSTILE}"));
+    let text = d.eval("document.body.innerText");
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("<script>window.__pwned=1</script>")
+    );
+    d.clean("hostile session");
+    d.open("/?q=zanzibar");
+    d.wait(
+        "results",
+        "document.querySelectorAll('#result-list li').length > 0",
+    );
+    d.clean("hostile search");
+
+    // Lists and the dashboard.
+    d.open("/sessions");
+    let rows = d.eval("document.querySelectorAll('tbody tr').length");
+    assert!(rows.as_i64().unwrap() >= 10, "{rows}");
+    d.shot("6-sessions");
+    d.open("/projects");
+    assert!(
+        d.eval("document.body.innerText")
+            .as_str()
+            .unwrap()
+            .contains(PROJECT)
+    );
+    d.shot("7-projects");
+    d.open("/dashboard");
+    let bars = d.eval("document.querySelectorAll('figure.chart svg rect').length");
+    assert!(bars.as_i64().unwrap() > 0, "{bars}");
+    d.shot("8-dashboard");
+    d.clean("lists and dashboard");
+
+    // Live: a line the agent appends appears on the open page without a reload.
+    d.open(&format!("/sessions/{WEBHOOK}"));
+    d.eval("window.__sameDocument = true");
+    let path = home
+        .path()
+        .join(".claude/projects")
+        .join(PROJECT.replace('/', "-"))
+        .join(format!("{WEBHOOK}.jsonl"));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        format!(
+            "{}\n",
+            claude_prompt(
+                WEBHOOK,
+                "u9",
+                PROJECT,
+                "Also reject replayed events older than five minutes"
+            )
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    drop(f);
+    d.wait(
+        "the new prompt on the open page",
+        "document.body.innerText.includes('reject replayed events')",
+    );
+    assert_eq!(
+        d.eval("window.__sameDocument === true"),
+        json!(true),
+        "no reload"
+    );
+    d.shot("9-live");
+    d.clean("live");
+
+    // Download: the export links give the session as a file.
+    let href = d.eval("document.querySelector('a[href*=\"format=html\"]').href");
+    let body = d.eval(&format!(
+        "fetch({}).then(r => r.text())",
+        serde_json::to_string(href.as_str().unwrap()).unwrap()
+    ));
+    let body = body.as_str().unwrap();
+    assert!(body.starts_with("<!doctype html>") && body.contains("reject replayed events"));
+    d.clean("export");
+}
+
+#[test]
+fn pages_refuse_hostile_callers_and_escape_what_they_show() {
+    let home = home();
+    let s = home.serve(&[("MEMEX_VECTOR_PROVIDER", "off")]);
+    s.wait_watching();
+    s.wait_for(30, "the sessions", |s| {
+        (s.ok("/api/stats")["sessions"].as_i64().unwrap_or(0) >= 10).then_some(())
+    });
+    let get = |path: &str, headers: &[(&str, &str)]| {
+        let mut r = s.client().get(s.url(path));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        r.send().unwrap()
+    };
+    for path in ["/", "/sessions", "/projects", "/dashboard", "/?q=zanzibar"] {
+        let res = get(path, &[]);
+        assert_eq!(res.status().as_u16(), 200, "{path}");
+        let csp = res.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            csp.contains("default-src 'none'") && !csp.contains("unsafe"),
+            "{csp}"
+        );
+        assert_eq!(res.headers()["x-frame-options"], "DENY");
+        let body = res.text().unwrap();
+        assert!(!body.contains("<script>window.__pwned"), "{path}");
+        // DNS rebinding and other sites: refused.
+        assert_eq!(
+            get(path, &[("Host", "evil.example")]).status().as_u16(),
+            421,
+            "{path}"
+        );
+        assert_eq!(
+            get(path, &[("Sec-Fetch-Site", "cross-site")])
+                .status()
+                .as_u16(),
+            403,
+            "{path}"
+        );
+    }
+    let page = get(&format!("/sessions/{HOSTILE}"), &[]).text().unwrap();
+    assert!(
+        page.contains("&#60;script&#62;window.__pwned=1&#60;/script&#62;"),
+        "{page}"
+    );
+    assert!(!page.contains("<img src=x"));
+    // Bad parameters are named on the page; unknown sessions are a 404.
+    let bad = get("/sessions?agent=vim", &[]);
+    assert_eq!(bad.status().as_u16(), 400);
+    assert!(bad.text().unwrap().contains("vim"));
+    let bad = get("/?q=x&bogus=1", &[]);
+    assert_eq!(bad.status().as_u16(), 400);
+    assert_eq!(get("/sessions/nope-nope", &[]).status().as_u16(), 404);
+    let css = get("/assets/memex.css", &[]);
+    assert_eq!(css.headers()["content-type"], "text/css");
+    assert_eq!(get("/assets/../../etc/passwd", &[]).status().as_u16(), 404);
+}
