@@ -52,7 +52,26 @@ pub struct SessionHtml {
     pub talks: Vec<TalkHtml>,
 }
 
-fn block(e: &Entry) -> Option<Block> {
+/// A tool output longer than `max` bytes, cut there (at a character boundary) with a note of
+/// what was left out.
+fn capped(text: &str, max: Option<usize>) -> String {
+    match max {
+        Some(max) if text.len() > max => {
+            let mut end = max;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!(
+                "{}\n… {} more bytes: download the session to read them all",
+                &text[..end],
+                thousands((text.len() - end) as i64)
+            )
+        }
+        _ => text.to_owned(),
+    }
+}
+
+fn block(e: &Entry, max_output: Option<usize>) -> Option<Block> {
     let b = |kind, text: &str| Block {
         kind,
         text: text.to_owned(),
@@ -77,22 +96,27 @@ fn block(e: &Entry) -> Option<Block> {
             label: t.name.clone(),
             target: t.target.clone(),
             status: t.status(),
-            output: t.output.clone(),
+            output: t.output.as_deref().map(|o| capped(o, max_output)),
         },
         Entry::SubAgent { .. } => return None,
     })
 }
 
-fn groups(entries: &[Entry]) -> Vec<Group> {
+fn groups(entries: &[Entry], max_output: Option<usize>) -> Vec<Group> {
     let mut out: Vec<Group> = Vec::new();
     for e in entries {
         match e {
             Entry::SubAgent { agent, entries } => out.push(Group {
                 agent: Some(agent.clone()),
-                blocks: entries.iter().filter_map(block).collect(),
+                blocks: entries
+                    .iter()
+                    .filter_map(|e| block(e, max_output))
+                    .collect(),
             }),
             other => {
-                let Some(b) = block(other) else { continue };
+                let Some(b) = block(other, max_output) else {
+                    continue;
+                };
                 match out.last_mut() {
                     Some(g) if g.agent.is_none() => g.blocks.push(b),
                     _ => out.push(Group {
@@ -119,7 +143,7 @@ pub fn thousands(n: i64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
-fn talk(v: &SessionView, t: &Talk) -> TalkHtml {
+fn talk(v: &SessionView, t: &Talk, max_output: Option<usize>) -> TalkHtml {
     TalkHtml {
         number: t.number,
         heading: one_line(&t.prompt, 100),
@@ -138,7 +162,7 @@ fn talk(v: &SessionView, t: &Talk) -> TalkHtml {
                 )
             })
             .unwrap_or_default(),
-        groups: groups(&t.entries),
+        groups: groups(&t.entries, max_output),
         observations: v
             .observations_of(t.number)
             .map(|o| {
@@ -153,7 +177,14 @@ fn talk(v: &SessionView, t: &Talk) -> TalkHtml {
 }
 
 impl SessionHtml {
+    /// The whole session, every output whole (an export).
     pub fn new(v: &SessionView) -> SessionHtml {
+        SessionHtml::with_outputs_cut(v, None)
+    }
+
+    /// The session with tool outputs longer than `max_output` bytes cut (a web page: a
+    /// multi-megabyte log would make it slow to open; the download has them whole).
+    pub fn with_outputs_cut(v: &SessionView, max_output: Option<usize>) -> SessionHtml {
         let s = &v.session;
         let mut facts = vec![s.agent.clone()];
         if let Some(p) = &s.project {
@@ -194,8 +225,8 @@ impl SessionHtml {
                 .as_ref()
                 .map(|x| x.files.clone())
                 .unwrap_or_default(),
-            preamble: groups(&v.preamble),
-            talks: v.talks.iter().map(|t| talk(v, t)).collect(),
+            preamble: groups(&v.preamble, max_output),
+            talks: v.talks.iter().map(|t| talk(v, t, max_output)).collect(),
         }
     }
 }

@@ -56,7 +56,20 @@ impl Format {
 
 /// A session's view: messages, usage (whole and per talk) and compact layers.
 pub fn view(conn: &Connection, s: &SessionRow) -> rusqlite::Result<SessionView> {
-    let messages = read::session_messages(conn, s.pk)?;
+    view_of_talks(conn, s, None)
+}
+
+/// The view of talks `from..=to` only (`None`: all), with the session's whole usage and layers:
+/// what a page of a long session shows.
+pub fn view_of_talks(
+    conn: &Connection,
+    s: &SessionRow,
+    talks: Option<(i64, i64)>,
+) -> rusqlite::Result<SessionView> {
+    let messages = match talks {
+        None => read::session_messages(conn, s.pk)?,
+        Some((from, to)) => read::session_messages_of_talks(conn, s.pk, from, to)?,
+    };
     let usage = read::session_usage(conn, s.pk)?;
     let per_talk = read::talk_usage(conn, s.pk)?;
     let layers = crate::compact::queue::summary_view(conn, s.pk, &s.session_id)?;

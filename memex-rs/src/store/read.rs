@@ -295,6 +295,30 @@ pub fn session_messages(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<Mess
     st.query_map([pk], message_row)?.collect()
 }
 
+/// The messages of talks `from..=to` of a session, in order (talk 0, before the first prompt,
+/// included when `from` is 0).
+pub fn session_messages_of_talks(
+    conn: &Connection,
+    pk: i64,
+    from: i64,
+    to: i64,
+) -> rusqlite::Result<Vec<MessageRow>> {
+    let mut st = conn.prepare(&format!(
+        "SELECT {MESSAGE_COLS} FROM messages
+         WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3 {MESSAGE_ORDER}"
+    ))?;
+    st.query_map(params![pk, from, to], message_row)?.collect()
+}
+
+/// The numbers of a session's talks (its prompts, active or not), in order.
+pub fn talk_numbers(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<i64>> {
+    let mut st = conn.prepare(
+        "SELECT DISTINCT prompt_number FROM messages
+         WHERE session_pk = ?1 AND kind = 'user_prompt' AND prompt_number > 0 ORDER BY 1",
+    )?;
+    st.query_map([pk], |r| r.get(0))?.collect()
+}
+
 /// One page of a session's messages (echoes left out), optionally of one talk, and how many
 /// there are in all: only the page is read and decompressed.
 pub fn session_messages_page(

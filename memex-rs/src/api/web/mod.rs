@@ -29,6 +29,10 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// Sessions per page of the list.
 const PAGE: u32 = 50;
+/// Talks per page of a session: a session of 50,000 messages opens as fast as a short one.
+const TALKS_PER_PAGE: usize = 100;
+/// Tool output shown on a page, per call (the downloads have it whole).
+const MAX_OUTPUT: usize = 16 * 1024;
 
 pub(super) fn routes() -> Router<ApiState> {
     Router::new()
@@ -275,9 +279,9 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
                 .into_iter()
                 .map(|h| ResultRow {
                     href: format!(
-                        "/sessions/{}#prompt-{}",
+                        "/sessions/{}?talk={n}#prompt-{n}",
                         urlencode(&h.session_id),
-                        h.prompt_number
+                        n = h.prompt_number
                     ),
                     level: h.level,
                     agent: h.agent,
@@ -477,6 +481,7 @@ struct SessionPage {
     observations: Vec<(i64, String)>,
     parent: Option<String>,
     updated: String,
+    pager: Pager,
 }
 
 #[derive(Template)]
@@ -484,6 +489,55 @@ struct SessionPage {
 struct SessionFragment {
     s: SessionHtml,
     updated: String,
+    pager: Pager,
+}
+
+/// Links to the talks before and after the ones shown.
+#[derive(Default)]
+struct Pager {
+    earlier: Option<String>,
+    later: Option<String>,
+    /// `talks 101–200 of 3,847`, when the session has more than one page.
+    showing: Option<String>,
+}
+
+/// Which talks a page shows: the page holding `talk`, or the one starting at `from`, else the
+/// first; as the range of prompt numbers to read, and the pager.
+fn window(
+    numbers: &[i64],
+    talk: Option<i64>,
+    from: Option<i64>,
+    base: &str,
+) -> ((i64, i64), Pager) {
+    let len = numbers.len();
+    let start = match (talk, from) {
+        (Some(n), _) => numbers.partition_point(|&x| x < n) / TALKS_PER_PAGE * TALKS_PER_PAGE,
+        (None, Some(f)) => numbers.partition_point(|&x| x < f),
+        (None, None) => 0,
+    }
+    .min(len.saturating_sub(1));
+    let end = (start + TALKS_PER_PAGE).min(len);
+    if len <= TALKS_PER_PAGE {
+        return ((0, i64::MAX), Pager::default());
+    }
+    let lo = if start == 0 { 0 } else { numbers[start] };
+    let hi = if end == len {
+        i64::MAX
+    } else {
+        numbers[end] - 1
+    };
+    let link = |i: usize| format!("{base}?from={}", numbers[i]);
+    let pager = Pager {
+        earlier: (start > 0).then(|| link(start.saturating_sub(TALKS_PER_PAGE))),
+        later: (end < len).then(|| link(end)),
+        showing: Some(format!(
+            "talks {}–{} of {}",
+            thousands(start as i64 + 1),
+            thousands(end as i64),
+            thousands(len as i64)
+        )),
+    };
+    ((lo, hi), pager)
 }
 
 async fn session_page(
@@ -491,19 +545,33 @@ async fn session_page(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    let p = match Params::parse(q, &["fragment"]) {
+    let p = match Params::parse(q, &["fragment", "talk", "from"]) {
         Ok(p) => p,
         Err(e) => return error_page(e),
+    };
+    let (talk, from) = match (
+        p.number("talk", 0, 0, u32::MAX),
+        p.number("from", 0, 0, u32::MAX),
+    ) {
+        (Ok(t), Ok(f)) => (
+            (t > 0).then_some(i64::from(t)),
+            (f > 0).then_some(i64::from(f)),
+        ),
+        (Err(e), _) | (_, Err(e)) => return error_page(e),
     };
     if let Err(e) = check_id(&id) {
         return error_page(e);
     }
     let v = read(&st, move |c| {
         let s = find(c, &id)?;
-        crate::export::view(c, &s).map_err(ApiError::internal)
+        let numbers = store::talk_numbers(c, s.pk).map_err(ApiError::internal)?;
+        let base = format!("/sessions/{}", urlencode(&s.session_id));
+        let (range, pager) = window(&numbers, talk, from, &base);
+        let v = crate::export::view_of_talks(c, &s, Some(range)).map_err(ApiError::internal)?;
+        Ok((v, pager))
     })
     .await;
-    let v = match v {
+    let (v, pager) = match v {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
@@ -514,9 +582,9 @@ async fn session_page(
         v.session.messages,
         v.session.updated_at.as_deref().unwrap_or("")
     );
-    let s = SessionHtml::new(&v);
+    let s = SessionHtml::with_outputs_cut(&v, Some(MAX_OUTPUT));
     if p.get("fragment").is_some() {
-        return page(SessionFragment { s, updated });
+        return page(SessionFragment { s, updated, pager });
     }
     page(SessionPage {
         nav: "sessions",
@@ -530,6 +598,7 @@ async fn session_page(
         parent: v.session.parent_session_id.clone(),
         updated,
         s,
+        pager,
     })
 }
 
@@ -783,6 +852,29 @@ async fn events(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_session_opens_at_the_page_of_the_talk_asked_for() {
+        let numbers: Vec<i64> = (1..=250).collect();
+        let ((lo, hi), p) = window(&numbers, None, None, "/s");
+        assert_eq!((lo, hi), (0, 100));
+        assert_eq!(p.later.as_deref(), Some("/s?from=101"));
+        assert!(p.earlier.is_none());
+        let ((lo, hi), p) = window(&numbers, Some(150), None, "/s");
+        assert_eq!((lo, hi), (101, 200));
+        assert_eq!(p.earlier.as_deref(), Some("/s?from=1"));
+        assert_eq!(p.showing.as_deref(), Some("talks 101–200 of 250"));
+        let ((lo, hi), p) = window(&numbers, None, Some(201), "/s");
+        assert_eq!((lo, hi), (201, i64::MAX));
+        assert!(p.later.is_none());
+        // Short sessions: everything, no pager.
+        let ((lo, hi), p) = window(&[1, 2, 3], Some(2), None, "/s");
+        assert_eq!((lo, hi), (0, i64::MAX));
+        assert!(p.showing.is_none());
+        // A talk past the end shows the last page.
+        let ((lo, _), _) = window(&numbers, Some(9999), None, "/s");
+        assert_eq!(lo, 201);
+    }
 
     #[test]
     fn snippets_lose_their_markers_and_mark_the_query_words() {
