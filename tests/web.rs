@@ -122,6 +122,11 @@ struct Driver {
 
 impl Driver {
     fn new(s: &Server) -> Driver {
+        Driver::at(format!("http://{}", s.addr))
+    }
+
+    /// A browser for the service at `base` (`http://host:port`).
+    fn at(base: String) -> Driver {
         let profile = tempfile::tempdir().unwrap();
         let browser = Browser::new(LaunchOptions {
             headless: true,
@@ -181,7 +186,7 @@ impl Driver {
             _profile: profile,
             tab,
             watch,
-            base: format!("http://{}", s.addr),
+            base,
         }
     }
 
@@ -387,6 +392,38 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     d.shot("8-dashboard");
     d.clean("lists and dashboard");
 
+    // A phone-width window: the pages reflow, nothing wider than the screen.
+    d.tab
+        .set_bounds(headless_chrome::types::Bounds::Normal {
+            left: None,
+            top: None,
+            width: Some(390.0),
+            height: Some(844.0),
+        })
+        .unwrap();
+    for path in [
+        "/?q=verify_signature",
+        &format!("/sessions/{WITH_SUBAGENT}"),
+        "/dashboard",
+    ] {
+        d.open(path);
+        d.wait("the narrow layout", "window.innerWidth < 500");
+        assert_eq!(
+            d.eval("document.documentElement.scrollWidth <= window.innerWidth + 1"),
+            json!(true),
+            "{path} scrolls sideways at phone width"
+        );
+    }
+    d.shot("8b-phone-width");
+    d.tab
+        .set_bounds(headless_chrome::types::Bounds::Normal {
+            left: None,
+            top: None,
+            width: Some(1200.0),
+            height: Some(900.0),
+        })
+        .unwrap();
+
     // Live: a line the agent appends appears on the open page without a reload.
     d.open(&format!("/sessions/{WEBHOOK}"));
     d.eval("window.__sameDocument = true");
@@ -496,4 +533,56 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
     let css = get("/assets/memex.css", &[]);
     assert_eq!(css.headers()["content-type"], "text/css");
     assert_eq!(get("/assets/../../etc/passwd", &[]).status().as_u16(), 404);
+}
+
+/// Page timings in the browser (BENCHMARKS.md "Web pages"), against a service started by hand
+/// (a release build): `MEMEX_WEB_BENCH=http://127.0.0.1:PORT MEMEX_WEB_BENCH_PAGES=/a,/b cargo
+/// test -p memex-rs --test integration web::page_timings -- --ignored --nocapture`. Prints, per
+/// page, the median of 5 loads of: first byte, first contentful paint, DOM ready, fully loaded
+/// (ms) and the HTML's size. A measurement, not a test: it asserts only that pages load.
+#[test]
+#[ignore = "a measurement, run by hand against a release `memex serve` (BENCHMARKS.md)"]
+fn page_timings() {
+    let base = std::env::var("MEMEX_WEB_BENCH").expect("MEMEX_WEB_BENCH=http://127.0.0.1:PORT");
+    let pages = std::env::var("MEMEX_WEB_BENCH_PAGES").unwrap_or_else(|_| "/".into());
+    let d = Driver::at(base);
+    for page in pages.split(',') {
+        let mut runs: Vec<[f64; 5]> = Vec::new();
+        for _ in 0..5 {
+            d.open(page);
+            d.wait(
+                "the load event",
+                "performance.getEntriesByType('navigation')[0].loadEventEnd > 0",
+            );
+            let v = d.eval(
+                "(() => { const n = performance.getEntriesByType('navigation')[0];
+                  const p = performance.getEntriesByType('paint')
+                    .find(e => e.name === 'first-contentful-paint');
+                  return JSON.stringify([n.responseStart, p ? p.startTime : -1,
+                          n.domContentLoadedEventEnd, n.loadEventEnd, n.transferSize]); })()",
+            );
+            let v: serde_json::Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
+            let a: Vec<f64> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            runs.push([a[0], a[1], a[2], a[3], a[4]]);
+        }
+        let median = |i: usize| {
+            let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        println!(
+            "{page}: first byte {:.0} ms, first paint {:.0} ms, DOM ready {:.0} ms, loaded {:.0} ms, {:.0} KB",
+            median(0),
+            median(1),
+            median(2),
+            median(3),
+            median(4) / 1024.0
+        );
+    }
+    d.clean("timed pages");
 }

@@ -196,20 +196,7 @@ impl SessionHtml {
         if let Some(m) = &s.model {
             facts.push(m.clone());
         }
-        if let (Some(a), Some(b)) = (&s.started_at, &s.updated_at) {
-            facts.push(format!("{a} → {b}"));
-        }
-        facts.push(format!(
-            "{} prompts, {} messages",
-            v.talks.len(),
-            s.messages
-        ));
-        let u = &v.usage;
-        facts.push(format!(
-            "{} tokens in, {} out",
-            thousands(u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens),
-            thousands(u.output_tokens)
-        ));
+        facts.extend(v.span_and_size());
         SessionHtml {
             id: s.session_id.clone(),
             title: one_line(&v.title(), 160),

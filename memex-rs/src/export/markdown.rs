@@ -151,20 +151,7 @@ pub fn render(v: &SessionView) -> String {
     if let Some(p) = &s.project {
         facts.push(format!("project `{p}`"));
     }
-    if let (Some(a), Some(b)) = (&s.started_at, &s.updated_at) {
-        facts.push(format!("{a} → {b}"));
-    }
-    facts.push(format!(
-        "{} prompts, {} messages",
-        v.talks.len(),
-        s.messages
-    ));
-    let u = &v.usage;
-    facts.push(format!(
-        "{} tokens in, {} out",
-        thousands(u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens),
-        thousands(u.output_tokens)
-    ));
+    facts.extend(v.span_and_size());
     for f in facts {
         let _ = writeln!(out, "- {f}");
     }

@@ -313,6 +313,24 @@ impl SessionView {
             .filter(move |o| o.prompt_number == n)
     }
 
+    /// The session's span, size and tokens, as lines of its header.
+    pub fn span_and_size(&self) -> Vec<String> {
+        let s = &self.session;
+        let mut out = Vec::new();
+        if let (Some(a), Some(b)) = (&s.started_at, &s.updated_at) {
+            out.push(format!("{a} → {b}"));
+        }
+        out.push(format!("{} prompts, {} messages", s.prompts, s.messages));
+        let u = &self.usage;
+        let thousands = super::html::thousands;
+        out.push(format!(
+            "{} tokens in, {} out",
+            thousands(u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens),
+            thousands(u.output_tokens)
+        ));
+        out
+    }
+
     /// The session's title: its own, else its first prompt, else its id.
     pub fn title(&self) -> String {
         self.session

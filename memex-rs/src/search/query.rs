@@ -125,22 +125,32 @@ pub fn match_expr(terms: &[Term]) -> String {
         .join(" AND ")
 }
 
-/// A window of `text` around the first match of any term, matches wrapped in `**`.
-pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
-    let words: Vec<String> = terms
+/// The words of the terms, each escaped for a regular expression.
+pub fn term_words(terms: &[Term]) -> Vec<String> {
+    terms
         .iter()
         .flat_map(|t| t.literal.split(' ').map(str::to_owned).collect::<Vec<_>>())
         .filter(|w| !w.is_empty())
         .map(|w| regex::escape(&w))
-        .collect();
-    let re = (!words.is_empty())
+        .collect()
+}
+
+/// A case-insensitive expression matching any of `patterns` (the first that matches wins), or
+/// none when there is nothing to match.
+pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
+    (!patterns.is_empty())
         .then(|| {
-            regex::RegexBuilder::new(&words.join("|"))
+            regex::RegexBuilder::new(&patterns.join("|"))
                 .case_insensitive(true)
                 .build()
                 .ok()
         })
-        .flatten();
+        .flatten()
+}
+
+/// A window of `text` around the first match of any term, matches wrapped in `**`.
+pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
+    let re = any_of(&term_words(terms));
     let first = re
         .as_ref()
         .and_then(|r| r.find(text))

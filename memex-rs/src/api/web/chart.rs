@@ -144,7 +144,9 @@ pub fn stacked(
         } else {
             10.0
         }
-    };
+    }
+    // Counts are whole: no scale step below one.
+    .max(1.0);
     let scale_top = (max / step).ceil() * step;
     let plot_w = width - left - right;
     let plot_h = height - top - bottom;
@@ -268,6 +270,16 @@ mod tests {
         assert!((c.rects[1].y + c.rects[1].h - c.rects[0].y).abs() < 1e-9);
         assert!(!c.empty);
         assert!(stacked("x", "u", &[], "2026-11-01", "2026-11-01").empty);
+        // A scale of whole counts, however small.
+        let one = stacked(
+            "x",
+            "u",
+            &[dc("2026-11-01", "a", 1)],
+            "2026-11-01",
+            "2026-11-01",
+        );
+        let labels: Vec<&str> = one.y_labels.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(labels, ["0", "1"]);
         assert_eq!(short(12_345.0), "12k");
         assert_eq!(short(1_500_000.0), "1.5M");
     }

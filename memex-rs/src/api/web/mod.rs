@@ -200,21 +200,8 @@ fn pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
                 .join(r"[\W_]+")
         })
         .collect();
-    words.extend(terms.iter().flat_map(|t| {
-        t.literal
-            .split(' ')
-            .filter(|w| !w.is_empty())
-            .map(regex::escape)
-            .collect::<Vec<_>>()
-    }));
-    let re = (!words.is_empty())
-        .then(|| {
-            regex::RegexBuilder::new(&words.join("|"))
-                .case_insensitive(true)
-                .build()
-                .ok()
-        })
-        .flatten();
+    words.extend(search::query::term_words(&terms));
+    let re = search::query::any_of(&words);
     let Some(re) = re else {
         return vec![(text, false)];
     };
