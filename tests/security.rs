@@ -365,10 +365,18 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
         "/api/nope",
         "/",
         "/api/sessions/..%2F..%2Fetc%2Fpasswd",
+        "/search",
+        "/sessions",
+        "/sessions/abcd",
+        "/sessions/%FF",
+        "/projects",
+        "/dashboard",
+        "/assets/memex.css",
+        "/api/sessions/abcd/export",
     ];
     let keys = [
         "q", "limit", "agent", "project", "session", "since", "until", "level", "mode", "format",
-        "offset", "bogus", "q[]",
+        "offset", "bogus", "q[]", "page", "talk", "from", "fragment",
     ];
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     for i in 0..1500 {
@@ -420,6 +428,23 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
             "request {i}: {method} {target} ({body:.80}) → {code}: {text:.300}"
         );
         if method == "HEAD" {
+            continue;
+        }
+        // The web pages answer in HTML, with their policy, errors included (a refusal by the
+        // guard is JSON, like the API's).
+        let html = headers
+            .to_ascii_lowercase()
+            .contains("content-type: text/html");
+        if !path.starts_with("/api") && (html || path.starts_with("/assets")) {
+            if html {
+                assert!(
+                    headers
+                        .to_ascii_lowercase()
+                        .contains("content-security-policy: default-src 'none'"),
+                    "request {i}: {method} {target} → {code} without the page policy\n{headers}"
+                );
+                assert!(!text.contains("<script>"), "request {i}: {target}");
+            }
             continue;
         }
         if code >= 400 {

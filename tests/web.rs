@@ -526,10 +526,21 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
     // Bad parameters are named on the page; unknown sessions are a 404.
     let bad = get("/sessions?agent=vim", &[]);
     assert_eq!(bad.status().as_u16(), 400);
-    assert!(bad.text().unwrap().contains("vim"));
+    assert_eq!(bad.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(bad.headers().contains_key("content-security-policy"));
+    let text = bad.text().unwrap();
+    assert!(
+        text.starts_with("<!doctype html>") && text.contains("vim"),
+        "{text}"
+    );
     let bad = get("/?q=x&bogus=1", &[]);
     assert_eq!(bad.status().as_u16(), 400);
-    assert_eq!(get("/sessions/nope-nope", &[]).status().as_u16(), 404);
+    let missing = get("/sessions/nope-nope", &[]);
+    assert_eq!(missing.status().as_u16(), 404);
+    assert!(
+        missing.text().unwrap().contains("role=\"alert\""),
+        "an error page, not JSON"
+    );
     let css = get("/assets/memex.css", &[]);
     assert_eq!(css.headers()["content-type"], "text/css");
     assert_eq!(get("/assets/../../etc/passwd", &[]).status().as_u16(), 404);

@@ -76,10 +76,16 @@ document.addEventListener("keydown", (e) => {
   url.searchParams.set("fragment", "1");
   url.hash = "";
   let busy = false;
+  let again = false;
   const source = new EventSource("/events");
-  source.addEventListener("ingest", async () => {
-    if (busy) return;
+  const update = async () => {
+    // One fetch at a time; a change that comes meanwhile is fetched right after.
+    if (busy) {
+      again = true;
+      return;
+    }
     busy = true;
+    again = false;
     try {
       const res = await fetch(url.toString(), { headers: { Accept: "text/html" } });
       if (!res.ok) return;
@@ -97,6 +103,8 @@ document.addEventListener("keydown", (e) => {
       current.replaceWith(node);
     } finally {
       busy = false;
+      if (again) update();
     }
-  });
+  };
+  source.addEventListener("ingest", update);
 })();

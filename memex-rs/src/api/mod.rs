@@ -52,6 +52,8 @@ pub struct ApiState {
     pub vectors: Arc<crate::vector::ForSearch>,
     /// The archive's writer (absent: injections are answered but not logged).
     pub writer: Option<crate::store::Writer>,
+    /// Set when the service stops: long-lived answers (the live pages' events) end then.
+    pub shutdown: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -185,11 +187,12 @@ fn admit(st: &ApiState, req: &Request) -> Result<(), ApiError> {
 /// decode, a body over the limit) in the API's one error shape.
 async fn json_errors(res: Response) -> Response {
     let status = res.status();
-    let is_json = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    // A handler's own answer: JSON, or a web page that says what went wrong.
+    let own = res.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.starts_with(b"application/json") || v.starts_with(b"text/html")
+    });
+    if !(status.is_client_error() || status.is_server_error()) || own {
         return res;
     }
     let (parts, body) = res.into_parts();

@@ -52,7 +52,7 @@ pub struct SessionHtml {
     pub talks: Vec<TalkHtml>,
 }
 
-/// A tool output longer than `max` bytes, cut there (at a character boundary) with a note of
+/// A text (a tool's input or output, an answer, thinking) longer than `max` bytes, cut there (at a character boundary) with a note of
 /// what was left out.
 fn capped(text: &str, max: Option<usize>) -> String {
     match max {
@@ -62,7 +62,7 @@ fn capped(text: &str, max: Option<usize>) -> String {
                 end -= 1;
             }
             format!(
-                "{}\n… {} more bytes: download the session to read them all",
+                "{}\n… {} more bytes: download the session to read it all",
                 &text[..end],
                 thousands((text.len() - end) as i64)
             )
@@ -74,7 +74,7 @@ fn capped(text: &str, max: Option<usize>) -> String {
 fn block(e: &Entry, max_output: Option<usize>) -> Option<Block> {
     let b = |kind, text: &str| Block {
         kind,
-        text: text.to_owned(),
+        text: capped(text, max_output),
         label: String::new(),
         target: String::new(),
         status: "",
@@ -92,7 +92,7 @@ fn block(e: &Entry, max_output: Option<usize>) -> Option<Block> {
         Entry::Meta { text } => b("meta", &one_line(text, 200)),
         Entry::Tool(t) => Block {
             kind: "tool",
-            text: t.input.clone(),
+            text: capped(&t.input, max_output),
             label: t.name.clone(),
             target: t.target.clone(),
             status: t.status(),
@@ -147,7 +147,7 @@ fn talk(v: &SessionView, t: &Talk, max_output: Option<usize>) -> TalkHtml {
     TalkHtml {
         number: t.number,
         heading: one_line(&t.prompt, 100),
-        prompt: t.prompt.clone(),
+        prompt: capped(&t.prompt, max_output),
         time: t.time.clone().unwrap_or_default(),
         active: t.active,
         summary: t.summary.clone(),

@@ -43,12 +43,80 @@ fn inline(s: &str) -> String {
     out
 }
 
-/// Prose the agent wrote: kept as Markdown (agents answer in Markdown), except raw HTML, which
-/// is shown as text.
-fn prose(s: &str) -> String {
+/// Text inside the HTML of a `<details>` summary.
+fn html_text(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// Prose the agent wrote, kept as Markdown (agents answer in Markdown; code stays code), except
+/// raw HTML, which is shown as text: `<` outside code spans and fenced blocks is escaped. A
+/// fenced block the text leaves open (an answer cut short) is closed, so it cannot swallow the
+/// rest of the file.
+fn prose(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut open: Option<String> = None;
+    for line in s.lines() {
+        let t = line.trim_start();
+        let first = t.chars().next().unwrap_or(' ');
+        let run: String = t.chars().take_while(|c| *c == first).collect();
+        let is_fence = (first == '`' || first == '~') && run.chars().count() >= 3;
+        match (&open, is_fence) {
+            (None, true) => open = Some(run),
+            (Some(f), true) if run.len() >= f.len() && t.trim_end() == run => open = None,
+            _ => {}
+        }
+        if open.is_some() || is_fence {
+            out.push_str(line);
+        } else {
+            out.push_str(&outside_code(line));
+        }
+        out.push('\n');
+    }
+    if let Some(f) = open {
+        out.push_str(&f);
+        out.push('\n');
+    }
+    out
+}
+
+/// One line of prose with `<` escaped except inside code spans.
+fn outside_code(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '`' {
+            let n = chars[i..].iter().take_while(|c| **c == '`').count();
+            // The span ends at the next run of exactly as many backticks.
+            let mut j = i + n;
+            let mut end = None;
+            while j < chars.len() {
+                if chars[j] == '`' {
+                    let m = chars[j..].iter().take_while(|c| **c == '`').count();
+                    if m == n {
+                        end = Some(j + m);
+                        break;
+                    }
+                    j += m;
+                } else {
+                    j += 1;
+                }
+            }
+            let stop = end.unwrap_or(i + n);
+            out.extend(&chars[i..stop]);
+            i = stop;
+            continue;
+        }
+        if chars[i] == '<' {
+            out.push_str("&lt;");
+        } else {
+            out.push(chars[i]);
+        }
+        i += 1;
+    }
+    out
 }
 
 fn details(out: &mut String, summary: &str, body: impl FnOnce(&mut String)) {
@@ -61,9 +129,9 @@ fn tool(out: &mut String, t: &Tool) {
     let target = if t.target.is_empty() {
         String::new()
     } else {
-        format!(" <code>{}</code>", prose(&t.target))
+        format!(" <code>{}</code>", html_text(&t.target))
     };
-    let summary = format!("{}{target} — {}", prose(&t.name), t.status());
+    let summary = format!("{}{target} — {}", html_text(&t.name), t.status());
     details(out, &summary, |out| {
         if !t.input.is_empty() {
             fenced(out, "json", &t.input);
@@ -144,12 +212,20 @@ pub fn render(v: &SessionView) -> String {
     let mut out = String::new();
     let s = &v.session;
     let _ = writeln!(out, "# {}\n", inline(&one_line(&v.title(), 160)));
+    // A value in a code span, unless it holds a backtick (then escaped text).
+    let code = |v: &str| {
+        if v.contains('`') {
+            inline(v)
+        } else {
+            format!("`{v}`")
+        }
+    };
     let mut facts = vec![
-        format!("agent `{}`", s.agent),
-        format!("session `{}`", s.session_id),
+        format!("agent {}", code(&s.agent)),
+        format!("session {}", code(&s.session_id)),
     ];
     if let Some(p) = &s.project {
-        facts.push(format!("project `{p}`"));
+        facts.push(format!("project {}", code(p)));
     }
     facts.extend(v.span_and_size());
     for f in facts {
@@ -198,7 +274,14 @@ mod tests {
             inline("<script>alert(1)</script> **bold** [x](y)"),
             "&lt;script&gt;alert(1)&lt;/script&gt; \\*\\*bold\\*\\* \\[x\\](y)"
         );
-        assert_eq!(prose("a <img src=x> b"), "a &lt;img src=x&gt; b");
+        assert_eq!(prose("a <img src=x> b"), "a &lt;img src=x> b\n");
+        // Code stays code; a fence left open is closed.
+        assert_eq!(prose("use `Vec<u8>` here"), "use `Vec<u8>` here\n");
+        assert_eq!(
+            prose("```rust\nlet v: Vec<u8> = x;"),
+            "```rust\nlet v: Vec<u8> = x;\n```\n"
+        );
+        assert_eq!(prose("``a ` <b> ``<c>"), "``a ` <b> ``&lt;c>\n");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(-1000), "-1,000");
     }

@@ -231,7 +231,11 @@ impl SessionView {
                 continue;
             }
             if m.kind == "user_prompt" && !m.sidechain && m.prompt_number > 0 {
-                let is_new = talks.last().is_none_or(|t| t.number != m.prompt_number);
+                // A prompt written after a rewind takes the rewound one's number: a talk of its
+                // own all the same.
+                let is_new = talks
+                    .last()
+                    .is_none_or(|t| t.number != m.prompt_number || t.active != m.active);
                 if is_new {
                     talks.push(Talk {
                         number: m.prompt_number,

@@ -208,6 +208,7 @@ pub async fn run(
         compactor: Some(compactor.clone()),
         vectors: vectors.clone(),
         writer: Some(writer.clone()),
+        shutdown: Some(shutdown_rx.clone()),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {

@@ -2,7 +2,8 @@
 //! projects, a dashboard, and live updates (server-sent events). It is part of the API's router,
 //! behind the same guard (Host, Origin, token), and reads through the same functions as the
 //! JSON endpoints (`search::search`, `store::read`, `export::view`, the compact and injection
-//! statistics): no second query path. Pages are askama templates (every transcript text
+//! statistics); what only a page shows (the dashboard's per-day counts, the projects, a page of
+//! a long session's talks) is read in `store::read` next to the rest. Pages are askama templates (every transcript text
 //! escaped); the one stylesheet and the one small script are served by the binary; the
 //! Content-Security-Policy allows nothing from anywhere else.
 
@@ -577,9 +578,11 @@ async fn session_page(
         nav: "sessions",
         title: s.title.clone(),
         export_base: format!("/api/sessions/{}/export", urlencode(&s.id)),
+        // The observations of the talks on this page (the links go to them).
         observations: v
             .observations
             .iter()
+            .filter(|o| s.talks.iter().any(|t| t.number == o.prompt_number))
             .map(|o| (o.prompt_number, o.title.clone()))
             .collect(),
         parent: v.session.parent_session_id.clone(),
@@ -806,8 +809,10 @@ async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Re
 // ---- live ----
 
 /// Server-sent events: `ingest` with a counter whenever the watcher stored new or changed
-/// messages (checked twice a second), so an open session page or the dashboard can reload its
-/// content; a comment every 15 s keeps the connection open through proxies.
+/// messages since the page connected (checked twice a second), so an open session page or the
+/// dashboard can fetch its live part again; a comment every 15 s keeps the connection open
+/// through proxies. The stream ends when the service stops (the browser reconnects to the next
+/// one by itself).
 async fn events(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     use std::sync::atomic::Ordering::Relaxed;
@@ -815,19 +820,37 @@ async fn events(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
         return e.into_response();
     }
     let state = st.state.clone();
-    let stream = futures::stream::unfold(None::<u64>, move |last| {
-        let state = state.clone();
+    let count =
+        move || state.ingest.messages.load(Relaxed) + state.ingest.messages_updated.load(Relaxed);
+    let shutdown = st.shutdown.clone();
+    let stream = futures::stream::unfold((count(), shutdown), move |(last, mut shutdown)| {
+        let count = count.clone();
         async move {
             loop {
-                let n = state.ingest.messages.load(Relaxed)
-                    + state.ingest.messages_updated.load(Relaxed);
-                if last != Some(n) {
+                if shutdown.as_ref().is_some_and(|s| *s.borrow()) {
+                    return None;
+                }
+                let n = count();
+                if n != last {
                     let ev = Event::default()
                         .event("ingest")
                         .data(format!("{{\"messages\":{n}}}"));
-                    return Some((Ok::<_, std::convert::Infallible>(ev), Some(n)));
+                    return Some((Ok::<_, std::convert::Infallible>(ev), (n, shutdown)));
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
+                match shutdown.as_mut() {
+                    Some(s) => {
+                        tokio::select! {
+                            _ = tick => {}
+                            r = s.changed() => {
+                                if r.is_err() {
+                                    return None;
+                                }
+                            }
+                        }
+                    }
+                    None => tick.await,
+                }
             }
         }
     });
