@@ -597,3 +597,90 @@ fn page_timings() {
     }
     d.clean("timed pages");
 }
+
+/// With a token (required off loopback), a page asked for without it sends the browser to the
+/// sign-in page; the token, posted as JSON, comes back as a same-site, script-proof cookie that
+/// stands for it in reads only: anything that changes the archive still needs the header.
+#[test]
+fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
+    let home = Home::empty();
+    let s = home.serve(&[
+        ("MEMEX_API_TOKEN", "correct-horse-battery"),
+        ("MEMEX_VECTOR_PROVIDER", "off"),
+    ]);
+    let http = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let res = http.get(s.url("/dashboard")).send().unwrap();
+    assert_eq!(res.status().as_u16(), 303);
+    assert_eq!(res.headers()["location"], "/login");
+    let page = http.get(s.url("/login")).send().unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page.text().unwrap().contains("type=\"password\""));
+    // The API still answers JSON 401 without the token.
+    assert_eq!(
+        http.get(s.url("/api/stats"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    let post = |body: &str| {
+        http.post(s.url("/login"))
+            .header("Content-Type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .unwrap()
+    };
+    for wrong in [r#"{"token":"nope"}"#, r#"{"token":5}"#, "not json", "{}"] {
+        let r = post(wrong);
+        assert_eq!(r.status().as_u16(), 401, "{wrong}");
+        assert!(!r.headers().contains_key("set-cookie"));
+    }
+    // A form post (what another site could make a browser send) is refused before it is read.
+    let form = http
+        .post(s.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("token=correct-horse-battery")
+        .send()
+        .unwrap();
+    assert_eq!(form.status().as_u16(), 415);
+    let ok = post(r#"{"token":"correct-horse-battery"}"#);
+    assert_eq!(ok.status().as_u16(), 204);
+    let cookie = ok.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(
+        !cookie.contains("correct-horse-battery"),
+        "the token itself is not in the cookie"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let with = |method: reqwest::Method, path: &str| {
+        http.request(method, s.url(path))
+            .header("Cookie", &pair)
+            .header("Content-Type", "application/json")
+            .body("{}")
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(with(reqwest::Method::GET, "/dashboard"), 200);
+    assert_eq!(with(reqwest::Method::GET, "/api/stats"), 200);
+    assert_eq!(
+        with(reqwest::Method::POST, "/api/scrub"),
+        401,
+        "writes need the header"
+    );
+    // A cookie of another token, or forged, opens nothing.
+    let forged = http
+        .get(s.url("/api/stats"))
+        .header("Cookie", "memex_token=correct-horse-battery")
+        .send()
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 401);
+}

@@ -108,3 +108,24 @@ document.addEventListener("keydown", (e) => {
   };
   source.addEventListener("ingest", update);
 })();
+
+// Sign in: the token goes to the service as JSON (which no other site can send), and comes
+// back as a cookie only this site's pages send.
+(() => {
+  const form = document.getElementById("login-form");
+  if (!form) return;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const token = document.getElementById("token").value;
+    const res = await fetch("/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token }),
+    });
+    if (res.ok) {
+      window.location.href = "/";
+    } else {
+      document.getElementById("login-error").textContent = "That is not this service's token.";
+    }
+  });
+})();

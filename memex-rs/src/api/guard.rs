@@ -254,6 +254,33 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// The name of the cookie that carries the token for the web pages (a browser cannot send an
+/// `Authorization` header when it follows a link).
+pub const TOKEN_COOKIE: &str = "memex_token";
+
+/// What the web pages' cookie holds for `token`: a digest of it (the token itself never sits in
+/// the browser, and any token fits in a cookie).
+pub fn cookie_value(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(format!("memex web pages\0{token}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The value of the web pages' cookie, if the request carries it.
+pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == TOKEN_COOKIE)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
 /// Headers that let an allowed origin read the answer.
 pub fn cors_headers(h: &mut HeaderMap, origin: HeaderValue) {
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);

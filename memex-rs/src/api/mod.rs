@@ -146,8 +146,13 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
     {
         return guard::preflight(origin);
     }
+    let page = req.method() == axum::http::Method::GET && !req.uri().path().starts_with("/api");
     let res = match admit(&st, &req) {
         Ok(()) => json_errors(next.run(req).await).await,
+        // A page asked for without the token: the sign-in page.
+        Err(e) if page && e.status == StatusCode::UNAUTHORIZED => {
+            axum::response::Redirect::to("/login").into_response()
+        }
         Err(e) => e.into_response(),
     };
     with_cors(res, cors)
@@ -157,12 +162,25 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
 /// Host and Origin checks let through.
 fn admit(st: &ApiState, req: &Request) -> Result<(), ApiError> {
     if let Some(token) = &st.policy.token {
-        let given = guard::bearer(req.headers());
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+        let ok = |g: &str| constant_time_eq(g.as_bytes(), token.as_bytes());
+        // The web pages' cookie (set by `POST /login`, same-site only) stands for the token in
+        // reads; anything that changes the archive needs the header. The login page and its
+        // form are open: the form checks the token itself.
+        let reads = matches!(
+            *req.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        );
+        let login = req.uri().path() == "/login";
+        let cookie = guard::cookie_value(token);
+        let given = guard::bearer(req.headers()).is_some_and(ok)
+            || reads
+                && guard::cookie_token(req.headers())
+                    .is_some_and(|c| constant_time_eq(c.as_bytes(), cookie.as_bytes()));
+        if !given && !login {
             return Err(ApiError {
                 status: StatusCode::UNAUTHORIZED,
                 code: "unauthorized",
-                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service".into(),
+                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service (the web pages: sign in at /login)".into(),
             });
         }
     }

@@ -44,6 +44,7 @@ pub(super) fn routes() -> Router<ApiState> {
         .route("/projects", get(projects_page))
         .route("/dashboard", get(dashboard_page))
         .route("/events", get(events))
+        .route("/login", get(login_page).post(login))
         .route(
             "/assets/memex.css",
             get(|| async { asset(CSS, "text/css") }),
@@ -804,6 +805,55 @@ async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Re
         gone,
         period,
     })
+}
+
+// ---- signing in (when the service has a token) ----
+
+#[derive(Template)]
+#[template(path = "web/login.html")]
+struct LoginPage {
+    nav: &'static str,
+    title: &'static str,
+    needed: bool,
+}
+
+async fn login_page(State(st): State<ApiState>) -> Response {
+    page(LoginPage {
+        nav: "",
+        title: "Sign in",
+        needed: st.policy.token.is_some(),
+    })
+}
+
+/// `POST /login` with `{"token": "..."}`: the token of the service, checked in constant time,
+/// becomes a cookie the browser sends with the pages' reads (same site only, not readable by
+/// scripts).
+async fn login(State(st): State<ApiState>, body: axum::body::Bytes) -> Response {
+    let Some(token) = &st.policy.token else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let given: Option<String> = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["token"].as_str().map(str::to_owned));
+    let ok = given.is_some_and(|g| super::constant_time_eq(g.as_bytes(), token.as_bytes()));
+    if !ok {
+        return ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            code: "unauthorized",
+            message: "that is not the token of this service (MEMEX_API_TOKEN)".into(),
+        }
+        .into_response();
+    }
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    let cookie = format!(
+        "{}={}; HttpOnly; SameSite=Strict; Path=/",
+        super::guard::TOKEN_COOKIE,
+        super::guard::cookie_value(token)
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
 }
 
 // ---- live ----
