@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::store::read::DayCount;
 
-/// Colours that read on light and dark backgrounds, in series order.
+/// Colours for the series, in order: each has a contrast of at least 3:1 against both the
+/// light (#ffffff) and the dark (#0d1117) background, as non-text graphics need.
 const PALETTE: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
+    "#4e79a7", "#c66a12", "#59a14f", "#e15759", "#3a8f8a", "#9a7d0a", "#b07aa1", "#d0568a",
+    "#9c755f", "#7f7f7f",
 ];
 
 /// Series beyond this many are summed into "other".
@@ -247,6 +248,31 @@ mod tests {
             day: day.into(),
             name: name.into(),
             value,
+        }
+    }
+
+    /// WCAG's contrast ratio of two colours `#rrggbb`.
+    fn contrast(a: &str, b: &str) -> f64 {
+        let lum = |h: &str| {
+            let c = |i: usize| {
+                let v = f64::from(u8::from_str_radix(&h[i..i + 2], 16).unwrap()) / 255.0;
+                if v <= 0.03928 {
+                    v / 12.92
+                } else {
+                    ((v + 0.055) / 1.055).powf(2.4)
+                }
+            };
+            0.2126 * c(1) + 0.7152 * c(3) + 0.0722 * c(5)
+        };
+        let (x, y) = (lum(a), lum(b));
+        (x.max(y) + 0.05) / (x.min(y) + 0.05)
+    }
+
+    #[test]
+    fn every_series_colour_stands_out_on_both_themes() {
+        for c in PALETTE {
+            assert!(contrast(c, "#ffffff") >= 3.0, "{c} on light");
+            assert!(contrast(c, "#0d1117") >= 3.0, "{c} on dark");
         }
     }
 
