@@ -533,17 +533,12 @@ async fn session(
         }
     }
     check_id(&id)?;
-    let found = read(&st, move |c| {
+    let v = read(&st, move |c| {
         let s = find(c, &id)?;
-        let messages = read::session_messages(c, s.pk).map_err(ApiError::internal)?;
-        let usage = read::session_usage(c, s.pk).map_err(ApiError::internal)?;
-        Ok((s, usage, messages))
+        crate::export::session_json(c, &s).map_err(ApiError::internal)
     })
     .await?;
-    let (s, usage, messages) = found;
-    let mut sv = serde_json::to_value(&s).map_err(ApiError::internal)?;
-    sv["usage"] = serde_json::to_value(&usage).map_err(ApiError::internal)?;
-    Ok(Json(json!({"session": sv, "messages": messages})))
+    Ok(Json(v))
 }
 
 /// `GET /api/sessions/{id}/export?format=md|html|json`: the session as a file to download.

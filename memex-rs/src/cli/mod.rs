@@ -529,8 +529,7 @@ const REGENERATE_HINT: &str = "add --yes to queue them anyway (the daily token b
 
 /// `2026-06-10T07:21:04.001Z` → `2026-06-10 07:21` for tables; `-` when unknown.
 fn short_time(iso: Option<&str>) -> String {
-    iso.and_then(|t| t.get(..16))
-        .map_or_else(|| "-".into(), |t| t.replacen('T', " ", 1))
+    read::minute(iso).unwrap_or_else(|| "-".into())
 }
 
 /// One line per agent: sessions, messages, prompts (`memex status`, `memex stats`).

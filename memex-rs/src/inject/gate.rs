@@ -31,8 +31,16 @@ pub struct HookInput {
 impl HookInput {
     /// Parses hook stdin. A field of the wrong type is an error that names it.
     pub fn parse(bytes: &[u8]) -> Result<HookInput, String> {
-        let v: Value = serde_json::from_slice(bytes)
-            .map_err(|e| format!("the hook input is not JSON: {e}"))?;
+        HookInput::from_value(&HookInput::json(bytes)?)
+    }
+
+    /// Hook stdin as JSON.
+    pub fn json(bytes: &[u8]) -> Result<Value, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("the hook input is not JSON: {e}"))
+    }
+
+    /// The fields Memex reads from hook input already parsed.
+    pub fn from_value(v: &Value) -> Result<HookInput, String> {
         let Some(o) = v.as_object() else {
             return Err("the hook input must be a JSON object".into());
         };

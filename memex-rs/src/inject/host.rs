@@ -57,8 +57,8 @@ impl Host {
 
     /// Reads this agent's hook input. A field of the wrong type is an error that names it.
     pub fn read(self, bytes: &[u8]) -> Result<HookInput, String> {
-        let mut input = HookInput::parse(bytes)?;
-        let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        let v = HookInput::json(bytes)?;
+        let mut input = HookInput::from_value(&v)?;
         let text = |k: &str| -> Result<Option<String>, String> {
             match v.get(k) {
                 None | Some(Value::Null) => Ok(None),

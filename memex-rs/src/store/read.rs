@@ -82,6 +82,11 @@ impl Filter {
     }
 }
 
+/// An ISO time to the minute, for people: `2026-06-05 10:00`.
+pub fn minute(iso: Option<&str>) -> Option<String> {
+    iso.map(|t| t.get(..16).unwrap_or(t).replacen('T', " ", 1))
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionRow {
     pub session_id: String,
@@ -675,11 +680,24 @@ pub fn messages_per_day(
     since: i64,
     until: i64,
 ) -> rusqlite::Result<Vec<DayCount>> {
-    let mut st = conn.prepare(
+    day_counts(
+        conn,
         "SELECT date(m.ts / 1000, 'unixepoch') d, s.agent, COUNT(*)
          FROM messages m JOIN sessions s ON s.id = m.session_pk
          WHERE m.ts >= ?1 AND m.ts < ?2 AND m.duplicate = 0 GROUP BY d, s.agent ORDER BY d",
-    )?;
+        since,
+        until,
+    )
+}
+
+/// The rows of `sql` (day, name, value) over `[since, until)`.
+fn day_counts(
+    conn: &Connection,
+    sql: &str,
+    since: i64,
+    until: i64,
+) -> rusqlite::Result<Vec<DayCount>> {
+    let mut st = conn.prepare(sql)?;
     st.query_map([since, until], |r| {
         Ok(DayCount {
             day: r.get(0)?,
@@ -697,7 +715,8 @@ pub fn agent_tokens_per_day(
     since: i64,
     until: i64,
 ) -> rusqlite::Result<Vec<DayCount>> {
-    let mut st = conn.prepare(
+    day_counts(
+        conn,
         "SELECT date(t / 1000, 'unixepoch') d, COALESCE(model, 'unknown'), SUM(n) FROM (
            SELECT MIN(ts) t, MAX(model) model,
                   MAX(COALESCE(input_tokens, 0)) + MAX(COALESCE(cache_read_tokens, 0))
@@ -705,15 +724,9 @@ pub fn agent_tokens_per_day(
            FROM messages WHERE usage_key IS NOT NULL AND inherited = 0 AND ts >= ?1 AND ts < ?2
            GROUP BY session_pk, usage_key)
          GROUP BY d, 2 ORDER BY d",
-    )?;
-    st.query_map([since, until], |r| {
-        Ok(DayCount {
-            day: r.get(0)?,
-            name: r.get(1)?,
-            value: r.get(2)?,
-        })
-    })?
-    .collect()
+        since,
+        until,
+    )
 }
 
 /// Every project folder the archive knows (sessions' folders and their git work trees) that

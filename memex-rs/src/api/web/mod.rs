@@ -275,11 +275,7 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
                     level: h.level,
                     agent: h.agent,
                     project: h.project.unwrap_or_default(),
-                    time: h
-                        .timestamp
-                        .as_deref()
-                        .map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
-                        .unwrap_or_default(),
+                    time: short_time(h.timestamp.as_deref()),
                     matched: match h.matched {
                         "fts" => "words",
                         "vector" => "meaning",
@@ -387,8 +383,7 @@ struct SessionsPage {
 }
 
 fn short_time(t: Option<&str>) -> String {
-    t.map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
-        .unwrap_or_default()
+    store::minute(t).unwrap_or_default()
 }
 
 async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
