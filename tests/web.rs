@@ -105,6 +105,16 @@ fn home() -> Home {
     home
 }
 
+/// `Accessibility.getFullAXTree`, answered as plain JSON: the browser's own accessibility
+/// properties are newer than the protocol types `headless_chrome` was generated from.
+#[derive(Debug, serde::Serialize)]
+struct FullAxTree {}
+
+impl headless_chrome::protocol::cdp::types::Method for FullAxTree {
+    const NAME: &'static str = "Accessibility.getFullAXTree";
+    type ReturnObject = serde_json::Value;
+}
+
 /// What a page did that it must not: console errors, exceptions, requests elsewhere.
 #[derive(Default)]
 struct Watch {
@@ -228,6 +238,74 @@ impl Driver {
         eprintln!("screenshot: {}", path.display());
     }
 
+    /// An accessibility audit of the page as the browser itself exposes it to screen readers
+    /// (its accessibility tree): every control, link and image has a name; the page has a
+    /// language, one `h1` and one `main`, headings that never skip a level, no positive
+    /// `tabindex` (focus follows the reading order) and no duplicate ids.
+    fn audit(&self, page: &str) {
+        const NAMED: &[&str] = &[
+            "button",
+            "link",
+            "textbox",
+            "searchbox",
+            "combobox",
+            "checkbox",
+            "radio",
+            "listbox",
+            "option",
+            "menuitem",
+            "tab",
+            "slider",
+            "spinbutton",
+            "switch",
+            "image",
+            "img",
+            "figure",
+            "region",
+            "navigation",
+            "complementary",
+        ];
+        let tree = self.tab.call_method(FullAxTree {}).unwrap();
+        let text = |n: &serde_json::Value, key: &str| {
+            n[key]["value"].as_str().unwrap_or_default().to_owned()
+        };
+        let nodes = tree["nodes"].as_array().expect("an accessibility tree");
+        let mut roles = 0;
+        for n in nodes.iter().filter(|n| n["ignored"] != json!(true)) {
+            let role = text(n, "role");
+            if NAMED.contains(&role.as_str()) {
+                roles += 1;
+                assert!(
+                    !text(n, "name").trim().is_empty(),
+                    "{page}: a {role} without an accessible name (DOM node {})",
+                    n["backendDOMNodeId"]
+                );
+            }
+        }
+        assert!(roles > 3, "{page}: the accessibility tree is nearly empty");
+        let problems = self.eval(
+            "(() => { const p = [];
+              if (!document.documentElement.lang) p.push('no lang on <html>');
+              if (document.querySelectorAll('h1').length !== 1) p.push('not one h1');
+              if (document.querySelectorAll('main').length !== 1) p.push('not one main');
+              let last = 0;
+              for (const h of document.querySelectorAll('h1,h2,h3,h4,h5,h6')) {
+                const l = Number(h.tagName[1]);
+                if (l > last + 1) p.push('heading ' + h.tagName + ' after h' + last + ': ' + h.textContent.slice(0, 40));
+                last = l;
+              }
+              for (const e of document.querySelectorAll('[tabindex]'))
+                if (e.tabIndex > 0) p.push('positive tabindex on ' + e.tagName);
+              const ids = new Set();
+              for (const e of document.querySelectorAll('[id]')) {
+                if (ids.has(e.id)) p.push('duplicate id ' + e.id);
+                ids.add(e.id);
+              }
+              return p.join('; '); })()",
+        );
+        assert_eq!(problems, json!(""), "{page}");
+    }
+
     /// No console error, no exception, no request to anything but the service, so far.
     fn clean(&self, page: &str) {
         let w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
@@ -281,6 +359,7 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
          .some(m => m.textContent === 'verify_signature')",
     );
     d.shot("1-search");
+    d.audit("search");
     d.clean("search");
     d.tab.press_key("ArrowDown").unwrap();
     d.tab.press_key("Enter").unwrap();
@@ -297,6 +376,20 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     );
     d.shot("2-session-from-search");
     d.clean("session from search");
+
+    // In a select the arrows choose an option (they move through results only from the box).
+    d.open("/?q=verify_signature");
+    d.eval("document.querySelector('select[name=mode]').focus()");
+    let before = d.eval("document.querySelector('select[name=mode]').selectedIndex");
+    d.tab.press_key("ArrowDown").unwrap();
+    d.wait(
+        "the next mode chosen",
+        &format!("document.querySelector('select[name=mode]').selectedIndex !== {before}"),
+    );
+    assert_eq!(
+        d.eval("document.querySelectorAll('#result-list [aria-selected=true]').length"),
+        json!(0)
+    );
 
     // By a paraphrase that shares no word with it: meaning finds it.
     d.open("/?q=how+do+we+make+sure+payment+notifications+are+authentic&mode=vector");
@@ -323,6 +416,7 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
             .contains("验证码现在每次点击都会重新生成")
     );
     d.shot("4-chinese-session");
+    d.audit("session");
     d.clean("chinese session");
 
     // A real session: a tool call opens to its input and output; the sub-agent's work is
@@ -355,6 +449,7 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     let steps = d.eval("document.querySelectorAll('details.subagent .body details.tool').length");
     assert!(steps.as_i64().unwrap() > 3, "{steps}");
     d.shot("5-session-with-subagent");
+    d.audit("session with a sub-agent");
     d.clean("session with a sub-agent");
 
     // Markup in a transcript is text.
@@ -378,6 +473,7 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     let rows = d.eval("document.querySelectorAll('tbody tr').length");
     assert!(rows.as_i64().unwrap() >= 10, "{rows}");
     d.shot("6-sessions");
+    d.audit("sessions");
     d.open("/projects");
     assert!(
         d.eval("document.body.innerText")
@@ -386,10 +482,12 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
             .contains(PROJECT)
     );
     d.shot("7-projects");
+    d.audit("projects");
     d.open("/dashboard");
     let bars = d.eval("document.querySelectorAll('figure.chart svg rect').length");
     assert!(bars.as_i64().unwrap() > 0, "{bars}");
     d.shot("8-dashboard");
+    d.audit("dashboard");
     d.clean("lists and dashboard");
 
     // A phone-width window: the pages reflow, nothing wider than the screen.
@@ -424,33 +522,53 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
         })
         .unwrap();
 
-    // Live: a line the agent appends appears on the open page without a reload.
+    // Live: a line the agent appends appears on the open page without a reload; a line of
+    // another session does not make the page fetch anything.
     d.open(&format!("/sessions/{WEBHOOK}"));
     d.eval("window.__sameDocument = true");
-    let path = home
-        .path()
-        .join(".claude/projects")
-        .join(PROJECT.replace('/', "-"))
-        .join(format!("{WEBHOOK}.jsonl"));
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
-    std::io::Write::write_all(
-        &mut f,
-        format!(
-            "{}\n",
-            claude_prompt(
-                WEBHOOK,
-                "u9",
-                PROJECT,
-                "Also reject replayed events older than five minutes"
-            )
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    drop(f);
+    let streams = || s.ok("/api/stats")["web"]["live_streams"].as_i64().unwrap();
+    s.wait_for(30, "the page's live stream", |_| {
+        (streams() == 1).then_some(())
+    });
+    let fetches = || {
+        let w = d.watch.lock().unwrap_or_else(|p| p.into_inner());
+        w.requests
+            .iter()
+            .filter(|r| r.contains("fragment=1"))
+            .count()
+    };
+    let stored = || {
+        s.ok("/api/stats")["ingest"]["since_start"]["messages"]
+            .as_i64()
+            .unwrap()
+    };
+    let before = stored();
+    append(
+        &home,
+        "/home/dev/shop",
+        CHINESE,
+        claude_prompt(CHINESE, "c9", "/home/dev/shop", "再检查一下验证码"),
+    );
+    s.wait_for(30, "the other session's line stored", |_| {
+        (stored() > before).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        fetches(),
+        0,
+        "a line of another session refreshed this page"
+    );
+    append(
+        &home,
+        PROJECT,
+        WEBHOOK,
+        claude_prompt(
+            WEBHOOK,
+            "u9",
+            PROJECT,
+            "Also reject replayed events older than five minutes",
+        ),
+    );
     d.wait(
         "the new prompt on the open page",
         "document.body.innerText.includes('reject replayed events')",
@@ -463,6 +581,43 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     d.shot("9-live");
     d.clean("live");
 
+    // A hidden tab lets go of its stream (browsers give a host six connections); shown again,
+    // it listens again and catches up on what it missed.
+    d.eval(
+        "Object.defineProperty(document, 'hidden', { get: () => true, configurable: true });\
+         document.dispatchEvent(new Event('visibilitychange'))",
+    );
+    s.wait_for(30, "the hidden tab's stream closed", |_| {
+        (streams() == 0).then_some(())
+    });
+    append(
+        &home,
+        PROJECT,
+        WEBHOOK,
+        claude_answer(
+            WEBHOOK,
+            "a9",
+            PROJECT,
+            "Replays older than 300 s now get a 400.",
+        ),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        d.eval("document.body.innerText.includes('now get a 400')"),
+        json!(false),
+        "a hidden tab kept listening"
+    );
+    d.eval(
+        "Object.defineProperty(document, 'hidden', { get: () => false, configurable: true });\
+         document.dispatchEvent(new Event('visibilitychange'))",
+    );
+    d.wait(
+        "what came while hidden, once shown",
+        "document.body.innerText.includes('now get a 400')",
+    );
+    s.wait_for(30, "the stream again", |_| (streams() == 1).then_some(()));
+    d.clean("live after hidden");
+
     // Download: the export links give the session as a file.
     let href = d.eval("document.querySelector('a[href*=\"format=html\"]').href");
     let body = d.eval(&format!(
@@ -472,6 +627,20 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     let body = body.as_str().unwrap();
     assert!(body.starts_with("<!doctype html>") && body.contains("reject replayed events"));
     d.clean("export");
+}
+
+/// Appends one transcript line to a Claude session of the home, as the agent does.
+fn append(home: &Home, project: &str, session: &str, line: serde_json::Value) {
+    let path = home
+        .path()
+        .join(".claude/projects")
+        .join(project.replace('/', "-"))
+        .join(format!("{session}.jsonl"));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
 }
 
 #[test]
@@ -544,6 +713,42 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
     let css = get("/assets/memex.css", &[]);
     assert_eq!(css.headers()["content-type"], "text/css");
     assert_eq!(get("/assets/../../etc/passwd", &[]).status().as_u16(), 404);
+
+    // Live streams: a session is asked for by its number; and a caller who opens streams
+    // without end gets a refusal past the cap, not a service out of connections.
+    for bad in ["abc", "0", "-3", "1e3"] {
+        let r = get(&format!("/events?session={bad}"), &[]);
+        assert_eq!(r.status().as_u16(), 400, "{bad}");
+        assert!(r.text().unwrap().contains("session"), "{bad}");
+    }
+    assert_eq!(
+        get("/events", &[("Sec-Fetch-Site", "cross-site")])
+            .status()
+            .as_u16(),
+        403
+    );
+    let cap = s.ok("/api/stats")["web"]["live_streams_max"]
+        .as_u64()
+        .unwrap() as usize;
+    let held: Vec<_> = (0..cap)
+        .map(|_| {
+            let r = get("/events", &[]);
+            assert_eq!(r.status().as_u16(), 200);
+            assert_eq!(r.headers()["content-type"], "text/event-stream");
+            r
+        })
+        .collect();
+    assert_eq!(s.ok("/api/stats")["web"]["live_streams"], json!(cap));
+    let over = get("/events", &[]);
+    assert_eq!(over.status().as_u16(), 503);
+    assert!(over.text().unwrap().contains("live pages are open"));
+    // The pages themselves still answer.
+    assert_eq!(get("/sessions", &[]).status().as_u16(), 200);
+    drop(held);
+    s.wait_for(30, "the streams given back", |s| {
+        (s.ok("/api/stats")["web"]["live_streams"] == json!(0)).then_some(())
+    });
+    assert_eq!(get("/events", &[]).status().as_u16(), 200);
 }
 
 /// Page timings in the browser (BENCHMARKS.md "Web pages"), against a service started by hand

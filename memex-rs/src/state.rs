@@ -21,6 +21,9 @@ pub struct State {
     pub tracker: TrackerStats,
     /// Sessions that went idle (the compact queue subscribes).
     pub idle_events: broadcast::Sender<SessionIdle>,
+    /// The sessions (primary keys) each ingest gave new or changed messages: the live pages
+    /// subscribe, each to the session it shows.
+    pub touched: broadcast::Sender<Arc<[i64]>>,
 }
 
 pub type Shared = Arc<State>;
@@ -35,6 +38,7 @@ impl Default for State {
             ingest: IngestStats::default(),
             tracker: TrackerStats::default(),
             idle_events: broadcast::channel(1024).0,
+            touched: broadcast::channel(256).0,
         }
     }
 }

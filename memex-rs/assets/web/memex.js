@@ -54,7 +54,9 @@ document.addEventListener("keydown", (e) => {
     clearTimeout(timer);
     timer = setTimeout(refresh, 150);
   });
-  form.addEventListener("keydown", (e) => {
+  // On the box only: in a select the arrows choose an option.
+  const box = document.getElementById("q");
+  box?.addEventListener("keydown", (e) => {
     if (e.key === "ArrowDown") {
       e.preventDefault();
       select(selected + 1);
@@ -68,16 +70,18 @@ document.addEventListener("keydown", (e) => {
   });
 })();
 
-// Live pages: when the service stores new messages, fetch this page's live part again.
+// Live pages: when the service stores new messages of what this page shows, fetch its live
+// part again. Only a visible tab listens (a browser opens 6 connections per host, and each
+// stream holds one); a tab shown again fetches once, for what it missed while hidden.
 (() => {
-  const live = document.querySelector("[data-live]");
+  const live = document.querySelector("[data-live][data-events]");
   if (!live || !window.EventSource) return;
   const url = new URL(window.location.href);
   url.searchParams.set("fragment", "1");
   url.hash = "";
   let busy = false;
   let again = false;
-  const source = new EventSource("/events");
+  let source = null;
   const update = async () => {
     // One fetch at a time; a change that comes meanwhile is fetched right after.
     if (busy) {
@@ -94,19 +98,46 @@ document.addEventListener("keydown", (e) => {
       const current = document.getElementById(live.id);
       if (!fresh || !current) return;
       if (fresh.dataset.live === current.dataset.live && live.id !== "dashboard-live") return;
-      // Keep what the reader opened.
-      const open = new Set(Array.from(current.querySelectorAll("details[open]")).map((d, i) => d.id || i));
+      // Keep what the reader opened: a block is known by its talk and its place in the talk,
+      // which the talk's growing (or a talk added after it) does not change.
+      const keyed = (root, each) => {
+        const seen = new Map();
+        root.querySelectorAll("details").forEach((d) => {
+          const talk = d.closest("section[id]")?.id ?? "";
+          const n = seen.get(talk) ?? 0;
+          seen.set(talk, n + 1);
+          each(d, talk + ":" + n);
+        });
+      };
+      const open = new Set();
+      keyed(current, (d, k) => d.open && open.add(k));
       const node = document.importNode(fresh, true);
-      Array.from(node.querySelectorAll("details")).forEach((d, i) => {
-        if (open.has(d.id || i)) d.open = true;
+      keyed(node, (d, k) => {
+        if (open.has(k)) d.open = true;
       });
       current.replaceWith(node);
+    } catch (_) {
+      // The service went away; the stream reconnects by itself.
     } finally {
       busy = false;
       if (again) update();
     }
   };
-  source.addEventListener("ingest", update);
+  const listen = () => {
+    if (source) return;
+    source = new EventSource(live.dataset.events);
+    source.addEventListener("ingest", update);
+  };
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) {
+      source?.close();
+      source = null;
+    } else if (!source) {
+      listen();
+      update();
+    }
+  });
+  if (!document.hidden) listen();
 })();
 
 // Sign in: the token goes to the service as JSON (which no other site can send), and comes

@@ -10,6 +10,8 @@ pub mod guard;
 mod rewrite;
 mod web;
 
+pub use web::MAX_LIVE_STREAMS;
+
 use self::compact::{compact_regenerate, compact_session, compact_status, compact_trigger};
 pub use self::rewrite::forget_request;
 use self::rewrite::{forget_handler, scrub_handler};
@@ -54,6 +56,8 @@ pub struct ApiState {
     pub writer: Option<crate::store::Writer>,
     /// Set when the service stops: long-lived answers (the live pages' events) end then.
     pub shutdown: Option<tokio::sync::watch::Receiver<bool>>,
+    /// The live pages' event streams open at once (see [`MAX_LIVE_STREAMS`]).
+    pub live_streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -452,6 +456,10 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
         "idle_minutes": st.settings.watch.idle_minutes,
         "active_sessions": s.tracker.active.load(Relaxed),
         "idle_events_since_start": s.tracker.idle_events.load(Relaxed),
+    });
+    v["web"] = json!({
+        "live_streams": MAX_LIVE_STREAMS - st.live_streams.available_permits(),
+        "live_streams_max": MAX_LIVE_STREAMS,
     });
     Ok(Json(v))
 }

@@ -330,6 +330,11 @@ impl Ingester {
             );
         }
         if !report.touched.is_empty() {
+            // No page listening is not an error.
+            let _ = self
+                .state
+                .touched
+                .send(report.touched.keys().copied().collect());
             if let Some(p) = &self.projects {
                 // Full: a read is already due, which sees this ingest too.
                 let _ = p.try_send(());

@@ -209,6 +209,7 @@ pub async fn run(
         vectors: vectors.clone(),
         writer: Some(writer.clone()),
         shutdown: Some(shutdown_rx.clone()),
+        live_streams: Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_LIVE_STREAMS)),
     });
     let mut http_shutdown = shutdown_rx.clone();
     let http = tokio::spawn(async move {

@@ -53,6 +53,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_fts_secure_delete_scoped",
         include_str!("../../../migrations/0008_fts_secure_delete_scoped.sql"),
     ),
+    (
+        "0009_messages_ts",
+        include_str!("../../../migrations/0009_messages_ts.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

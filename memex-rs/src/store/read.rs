@@ -680,15 +680,13 @@ pub fn messages_per_day(
     since: i64,
     until: i64,
 ) -> rusqlite::Result<Vec<DayCount>> {
-    day_counts(
-        conn,
-        "SELECT date(m.ts / 1000, 'unixepoch') d, s.agent, COUNT(*)
-         FROM messages m JOIN sessions s ON s.id = m.session_pk
-         WHERE m.ts >= ?1 AND m.ts < ?2 AND m.duplicate = 0 GROUP BY d, s.agent ORDER BY d",
-        since,
-        until,
-    )
+    day_counts(conn, MESSAGES_PER_DAY, since, until)
 }
+
+/// Read through the index on the message's time (`messages_ts`): only the days shown.
+const MESSAGES_PER_DAY: &str = "SELECT date(m.ts / 1000, 'unixepoch') d, s.agent, COUNT(*)
+     FROM messages m JOIN sessions s ON s.id = m.session_pk
+     WHERE m.ts >= ?1 AND m.ts < ?2 AND m.duplicate = 0 GROUP BY d, s.agent ORDER BY d";
 
 /// The rows of `sql` (day, name, value) over `[since, until)`.
 fn day_counts(
@@ -715,15 +713,51 @@ pub fn agent_tokens_per_day(
     since: i64,
     until: i64,
 ) -> rusqlite::Result<Vec<DayCount>> {
+    day_counts(conn, AGENT_TOKENS_PER_DAY, since, until)
+}
+
+const AGENT_TOKENS_PER_DAY: &str =
+    "SELECT date(t / 1000, 'unixepoch') d, COALESCE(model, 'unknown'), SUM(n) FROM (
+       SELECT MIN(ts) t, MAX(model) model,
+              MAX(COALESCE(input_tokens, 0)) + MAX(COALESCE(cache_read_tokens, 0))
+              + MAX(COALESCE(cache_creation_tokens, 0)) + MAX(COALESCE(output_tokens, 0)) n
+       FROM messages WHERE usage_key IS NOT NULL AND inherited = 0 AND ts >= ?1 AND ts < ?2
+       GROUP BY session_pk, usage_key)
+     GROUP BY d, 2 ORDER BY d";
+
+/// Tokens the compact layer's providers used per UTC day (input and output), in
+/// `[since, until)`.
+pub fn compaction_tokens_per_day(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> rusqlite::Result<Vec<DayCount>> {
     day_counts(
         conn,
-        "SELECT date(t / 1000, 'unixepoch') d, COALESCE(model, 'unknown'), SUM(n) FROM (
-           SELECT MIN(ts) t, MAX(model) model,
-                  MAX(COALESCE(input_tokens, 0)) + MAX(COALESCE(cache_read_tokens, 0))
-                  + MAX(COALESCE(cache_creation_tokens, 0)) + MAX(COALESCE(output_tokens, 0)) n
-           FROM messages WHERE usage_key IS NOT NULL AND inherited = 0 AND ts >= ?1 AND ts < ?2
-           GROUP BY session_pk, usage_key)
-         GROUP BY d, 2 ORDER BY d",
+        "SELECT day, provider, tokens_input + tokens_output FROM llm_usage
+         WHERE day BETWEEN date(?1 / 1000, 'unixepoch') AND date((?2 - 1) / 1000, 'unixepoch')
+         ORDER BY day, provider",
+        since,
+        until,
+    )
+}
+
+/// Memory injections per UTC day, as two series: the prompts that got memory and those that
+/// got nothing, in `[since, until)`.
+pub fn injections_per_day(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> rusqlite::Result<Vec<DayCount>> {
+    day_counts(
+        conn,
+        "SELECT d, name, n FROM (
+           SELECT date(ts / 1000, 'unixepoch') d, 'with memory' name, SUM(items > 0) n
+           FROM injections WHERE ts >= ?1 AND ts < ?2 GROUP BY d
+           UNION ALL
+           SELECT date(ts / 1000, 'unixepoch'), 'nothing to add', SUM(items = 0)
+           FROM injections WHERE ts >= ?1 AND ts < ?2 GROUP BY 1)
+         ORDER BY d, name DESC",
         since,
         until,
     )
@@ -768,6 +802,118 @@ fn own_folder(p: &std::path::Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DAY: i64 = 86_400_000;
+
+    #[test]
+    fn the_dashboards_days_count_only_their_window_and_read_only_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::store::open(&dir.path().join("data")).unwrap();
+        let t0 = 1_780_000_000_000 - 1_780_000_000_000 % DAY; // a UTC midnight
+        for (agent, pk) in [("claude", 1), ("codex", 2)] {
+            conn.execute(
+                "INSERT INTO sessions (id, agent, session_id) VALUES (?1, ?2, ?2)",
+                params![pk, agent],
+            )
+            .unwrap();
+        }
+        // 40 days: claude one message a day, codex two; a duplicate that never counts; one
+        // usage report a day written on two messages (counted once).
+        for day in 0..40i64 {
+            for (pk, n) in [(1, 1), (2, 2)] {
+                for i in 0..n {
+                    conn.execute(
+                        "INSERT INTO messages (session_pk, message_id, line, seq, role, kind,
+                           prompt_number, ts, usage_key, input_tokens, output_tokens, model)
+                         VALUES (?1, ?2, 0, 0, 'assistant', 'text', 1, ?3, ?4, 100, 10, 'm1')",
+                        params![
+                            pk,
+                            format!("{day}-{i}"),
+                            t0 + day * DAY + 1000 * i,
+                            format!("u{day}")
+                        ],
+                    )
+                    .unwrap();
+                }
+            }
+            conn.execute(
+                "INSERT INTO messages (session_pk, message_id, line, seq, role, kind,
+                   prompt_number, ts, duplicate) VALUES (1, ?1, 0, 0, 'user', 'text', 1, ?2, 1)",
+                params![format!("dup-{day}"), t0 + day * DAY],
+            )
+            .unwrap();
+            let date = chrono::DateTime::from_timestamp_millis(t0 + day * DAY)
+                .unwrap()
+                .format("%Y-%m-%d")
+                .to_string();
+            conn.execute(
+                "INSERT INTO llm_usage (day, provider, calls, tokens_input, tokens_output)
+                 VALUES (?1, 'ollama', 1, 50, 5)",
+                [&date],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO injections (ts, mode, items, tokens, latency_ms, refs)
+                 VALUES (?1, 'smart', ?2, 0, 1.0, '[]')",
+                params![t0 + day * DAY + 5, day % 2],
+            )
+            .unwrap();
+        }
+        // Days 10..40: the last 30.
+        let (since, until) = (t0 + 10 * DAY, t0 + 40 * DAY);
+        let m = messages_per_day(&conn, since, until).unwrap();
+        assert_eq!(m.len(), 60);
+        assert_eq!(
+            m.iter()
+                .filter(|d| d.name == "codex")
+                .map(|d| d.value)
+                .sum::<i64>(),
+            60
+        );
+        assert_eq!(
+            m.iter()
+                .filter(|d| d.name == "claude")
+                .map(|d| d.value)
+                .sum::<i64>(),
+            30
+        );
+        let t = agent_tokens_per_day(&conn, since, until).unwrap();
+        assert_eq!(t.len(), 30);
+        // Per day: claude's report (110) and codex's two messages of one report (110).
+        assert!(t.iter().all(|d| d.value == 220 && d.name == "m1"), "{t:?}");
+        let c = compaction_tokens_per_day(&conn, since, until).unwrap();
+        assert_eq!(c.len(), 30);
+        assert_eq!(c.first().unwrap().day, m.first().unwrap().day);
+        assert_eq!(c.last().unwrap().day, m.last().unwrap().day);
+        let i = injections_per_day(&conn, since, until).unwrap();
+        assert_eq!(i.len(), 60);
+        assert_eq!(i.iter().map(|d| d.value).sum::<i64>(), 30);
+        assert_eq!(
+            i.iter()
+                .filter(|d| d.name == "with memory")
+                .map(|d| d.value)
+                .sum::<i64>(),
+            15
+        );
+        // Both reads of messages go through the index on their time, not the whole table.
+        for sql in [MESSAGES_PER_DAY, AGENT_TOKENS_PER_DAY] {
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(params![since, until], |r| r.get(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert!(
+                plan.iter().any(|p| p.contains("USING INDEX messages_ts")),
+                "{plan:?}"
+            );
+            assert!(
+                !plan.iter().any(|p| p == "SCAN m" || p == "SCAN messages"),
+                "{plan:?}"
+            );
+        }
+    }
 
     #[test]
     fn known_projects_are_only_the_users_own_folders() {

@@ -40,6 +40,8 @@ pub struct Legend {
 /// A chart ready for the template.
 pub struct Chart {
     pub title: String,
+    /// The title as an element id (`tokens-used-per-day`), naming the figure.
+    pub id: String,
     pub width: f64,
     pub height: f64,
     pub rects: Vec<Rect>,
@@ -223,6 +225,12 @@ pub fn stacked(
     let distinct: BTreeSet<&str> = rows.iter().map(|r| r.day.as_str()).collect();
     Chart {
         title: title.to_owned(),
+        id: title
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect::<Vec<_>>()
+            .join("-"),
         width,
         height,
         summary: format!(

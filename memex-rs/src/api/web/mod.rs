@@ -465,6 +465,8 @@ struct SessionPage {
     observations: Vec<(i64, String)>,
     parent: Option<String>,
     updated: String,
+    /// The session's number, for its live events.
+    pk: i64,
     pager: Pager,
 }
 
@@ -473,6 +475,7 @@ struct SessionPage {
 struct SessionFragment {
     s: SessionHtml,
     updated: String,
+    pk: i64,
     pager: Pager,
 }
 
@@ -568,7 +571,12 @@ async fn session_page(
     );
     let s = SessionHtml::with_outputs_cut(&v, Some(MAX_OUTPUT));
     if p.get("fragment").is_some() {
-        return page(SessionFragment { s, updated, pager });
+        return page(SessionFragment {
+            s,
+            updated,
+            pk: v.session.pk,
+            pager,
+        });
     }
     page(SessionPage {
         nav: "sessions",
@@ -583,6 +591,7 @@ async fn session_page(
             .collect(),
         parent: v.session.parent_session_id.clone(),
         updated,
+        pk: v.session.pk,
         s,
         pager,
     })
@@ -665,6 +674,8 @@ async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Re
             end,
             store::messages_per_day(c, since, until).map_err(e)?,
             store::agent_tokens_per_day(c, since, until).map_err(e)?,
+            store::compaction_tokens_per_day(c, since, until).map_err(e)?,
+            store::injections_per_day(c, since, until).map_err(e)?,
             crate::compact::queue::status(c).map_err(e)?,
             crate::inject::stats(c).map_err(e)?,
             store::status(c).map_err(e)?,
@@ -673,45 +684,17 @@ async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Re
         ))
     })
     .await;
-    let (end, messages, tokens, queue, inj, status, gone, backlog) = match data {
-        Ok(d) => d,
-        Err(e) => return error_page(e),
-    };
+    let (end, messages, tokens, compaction, injections, queue, inj, status, gone, backlog) =
+        match data {
+            Ok(d) => d,
+            Err(e) => return error_page(e),
+        };
     let last = chrono::DateTime::from_timestamp_millis(end)
         .map(|d| d.format("%Y-%m-%d").to_string())
         .unwrap_or_default();
     let first = chrono::DateTime::from_timestamp_millis(end - (DAYS - 1) * 86_400_000)
         .map(|d| d.format("%Y-%m-%d").to_string())
         .unwrap_or_default();
-    let compaction: Vec<store::DayCount> = queue
-        .tokens_per_provider_day
-        .iter()
-        .map(|d| store::DayCount {
-            day: d.day.clone(),
-            name: d.provider.clone(),
-            value: d.tokens_input + d.tokens_output,
-        })
-        .filter(|d| d.day >= first && d.day <= last)
-        .collect();
-    let injections: Vec<store::DayCount> = inj
-        .per_day
-        .iter()
-        .flat_map(|d| {
-            [
-                store::DayCount {
-                    day: d.day.clone(),
-                    name: "with memory".into(),
-                    value: d.with_items,
-                },
-                store::DayCount {
-                    day: d.day.clone(),
-                    name: "nothing to add".into(),
-                    value: d.injections - d.with_items,
-                },
-            ]
-        })
-        .filter(|d| d.day >= first && d.day <= last)
-        .collect();
     let pending: i64 = queue
         .jobs
         .values()
@@ -853,54 +836,98 @@ async fn login(State(st): State<ApiState>, body: axum::body::Bytes) -> Response 
 
 // ---- live ----
 
-/// Server-sent events: `ingest` with a counter whenever the watcher stored new or changed
-/// messages since the page connected (checked twice a second), so an open session page or the
-/// dashboard can fetch its live part again; a comment every 15 s keeps the connection open
-/// through proxies. The stream ends when the service stops (the browser reconnects to the next
-/// one by itself).
+/// Live streams open at once, over all clients. A browser tab holds one while it is visible;
+/// past this, more are refused (503) rather than held.
+pub const MAX_LIVE_STREAMS: usize = 32;
+
+/// Server-sent events: `ingest` when the watcher stored new or changed messages, so an open
+/// session page or the dashboard fetches its live part again. `?session=PK` asks only for the
+/// changes of that session (sent at most twice a second); without it every change counts, sent
+/// at most every 3 s (the dashboard). A comment every 15 s keeps the connection open through
+/// proxies. The stream ends when the service stops (the browser reconnects to the next one by
+/// itself).
 async fn events(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    use std::sync::atomic::Ordering::Relaxed;
-    if let Err(e) = Params::parse(q, &[]) {
-        return e.into_response();
-    }
-    let state = st.state.clone();
-    let count =
-        move || state.ingest.messages.load(Relaxed) + state.ingest.messages_updated.load(Relaxed);
+    use std::time::Duration;
+    use tokio::sync::broadcast::error::RecvError;
+    let p = match Params::parse(q, &["session"]) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let session = match p.get("session") {
+        None => None,
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return ApiError::bad_parameter(format!(
+                    "session must be a session's number as the page gives it, not {v:?}"
+                ))
+                .into_response();
+            }
+        },
+    };
+    let Ok(permit) = st.live_streams.clone().try_acquire_owned() else {
+        return ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "busy",
+            message: format!(
+                "{MAX_LIVE_STREAMS} live pages are open already; close some, or reload this one later"
+            ),
+        }
+        .into_response();
+    };
+    let pace = Duration::from_millis(if session.is_some() { 500 } else { 3000 });
+    let mine = move |pks: &[i64]| session.is_none_or(|s| pks.contains(&s));
+    let rx = st.state.touched.subscribe();
     let shutdown = st.shutdown.clone();
-    let stream = futures::stream::unfold((count(), shutdown), move |(last, mut shutdown)| {
-        let count = count.clone();
+    let start = (rx, shutdown, permit, tokio::time::Instant::now() - pace);
+    let stream = futures::stream::unfold(start, move |(mut rx, mut shutdown, permit, last)| {
         async move {
-            loop {
-                if shutdown.as_ref().is_some_and(|s| *s.borrow()) {
-                    return None;
-                }
-                let n = count();
-                if n != last {
-                    let ev = Event::default()
-                        .event("ingest")
-                        .data(format!("{{\"messages\":{n}}}"));
-                    return Some((Ok::<_, std::convert::Infallible>(ev), (n, shutdown)));
-                }
-                let tick = tokio::time::sleep(std::time::Duration::from_millis(500));
-                match shutdown.as_mut() {
-                    Some(s) => {
-                        tokio::select! {
-                            _ = tick => {}
-                            r = s.changed() => {
-                                if r.is_err() {
-                                    return None;
-                                }
-                            }
+            // Wait for a change this page shows (a lagging receiver missed some: count it as
+            // one), then for the pace, taking in whatever else came meanwhile.
+            let go = {
+                let stopped = async {
+                    match shutdown.as_mut() {
+                        Some(s) => {
+                            let _ = s.wait_for(|stop| *stop).await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                let changed = async {
+                    loop {
+                        match rx.recv().await {
+                            Ok(pks) if mine(&pks) => return true,
+                            Ok(_) => {}
+                            Err(RecvError::Lagged(_)) => return true,
+                            Err(RecvError::Closed) => return false,
                         }
                     }
-                    None => tick.await,
+                };
+                tokio::select! {
+                    c = changed => c,
+                    () = stopped => false,
                 }
+            };
+            if !go {
+                return None;
             }
+            tokio::time::sleep_until(last + pace).await;
+            while !matches!(
+                rx.try_recv(),
+                Err(tokio::sync::broadcast::error::TryRecvError::Empty
+                    | tokio::sync::broadcast::error::TryRecvError::Closed)
+            ) {}
+            let ev = Event::default().event("ingest").data("{}");
+            let now = tokio::time::Instant::now();
+            Some((
+                Ok::<_, std::convert::Infallible>(ev),
+                (rx, shutdown, permit, now),
+            ))
         }
     });
     Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
 
