@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn search_hits(v: &Value) -> &Vec<Value> {
     v["results"].as_array().expect("results array")
@@ -222,17 +222,23 @@ fn chinese_text_is_found_by_a_chinese_word() {
     assert_eq!(hits.len(), 1, "{v}");
     assert_eq!(hits[0]["message_id"], "zh-1");
     assert!(hits[0]["snippet"].as_str().unwrap().contains("**认证**"));
-    assert_eq!(
-        search_hits(&h.json(&["search", "令牌过期", "--json"])).len(),
-        1
-    );
+    // Every bigram first; then rows with some of them, which name them.
+    let v = h.json(&["search", "令牌过期", "--json"]);
+    let hits = search_hits(&v);
+    assert_eq!(hits[0]["message_id"], "zh-1", "{v}");
+    assert_eq!(hits[0]["terms"], json!(["令牌", "牌过", "过期"]));
+    assert_eq!(hits[1]["message_id"], "zh-2", "{v}");
+    assert_eq!(hits[1]["terms"], json!(["令牌", "过期"]));
     assert_eq!(search_hits(&h.json(&["search", "令牌", "--json"])).len(), 2);
     assert_eq!(
         search_hits(&h.json(&["search", "证", "--json"])).len(),
         1,
         "a single character"
     );
-    assert!(search_hits(&h.json(&["search", "认证成功", "--json"])).is_empty());
+    // No row says 认证成功: the one that shares a word comes back as partial, not nothing.
+    let v = h.json(&["search", "认证成功", "--json"]);
+    assert_eq!(search_hits(&v).len(), 1, "{v}");
+    assert_eq!(search_hits(&v)[0]["terms"], json!(["认证"]));
 }
 
 #[test]
@@ -602,10 +608,184 @@ fn search_ranks_by_relevance_and_requires_every_word() {
         .map(|x| x["score"].as_f64().unwrap())
         .collect();
     assert!(scores[0] > scores[1], "{scores:?}");
+    // Rows with every word first; then rows with some, each naming the words it has.
     let both = h.json(&["search", "pelican parser", "--json"]);
-    let ids: Vec<&str> = search_hits(&both)
+    let hits = search_hits(&both);
+    let ids: Vec<&str> = hits
         .iter()
         .map(|x| x["message_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, vec!["dense"], "every word is required");
+    assert_eq!(ids[0], "dense", "{both}");
+    assert_eq!(hits[0]["terms"], json!(["pelican", "parser"]));
+    let mut rest = ids[1..].to_vec();
+    rest.sort();
+    assert_eq!(rest, ["long", "other"]);
+    assert_eq!(hits[1]["terms"].as_array().unwrap().len(), 1);
+}
+
+/// A question in words finds what it is about (no false absence), in the words side alone; and
+/// when filters are why nothing came back, the answer says so instead of "never happened".
+#[test]
+fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
+    let h = Home::empty();
+    let s = "77777777-2222-4333-8444-555555555555";
+    h.write_claude(
+        "/home/dev/app",
+        s,
+        &[
+            claude_prompt(
+                s,
+                "p1",
+                "/home/dev/app",
+                "the flaky checkout test fails on CI again",
+            ),
+            claude_answer(
+                s,
+                "a1",
+                "/home/dev/app",
+                "Fixed: the checkout test waited on a timer; it now awaits the payment mock.",
+            ),
+            claude_prompt(s, "p2", "/home/dev/app", "修复登录页面的验证码刷新问题"),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    // No message has "how", "did", "we" and "fix": every word required would answer nothing.
+    let v = h.json(&[
+        "search",
+        "how did we fix the flaky checkout test?",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    let hits = search_hits(&v);
+    assert!(!hits.is_empty(), "{v}");
+    assert_eq!(hits[0]["message_id"], "p1", "{v}");
+    // "fix" is in neither row as a word ("Fixed" is another word).
+    assert_eq!(
+        hits[0]["terms"],
+        json!(["flaky", "checkout", "test"]),
+        "{v}"
+    );
+    assert!(hits.iter().any(|x| x["message_id"] == "a1"));
+    // A Chinese question: its question words dropped, its words found.
+    let v = h.json(&[
+        "search",
+        "我们之前怎么修复验证码的",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert_eq!(search_hits(&v)[0]["message_id"], "p2", "{v}");
+    // Filters that hide the matches, or match no session at all, are named.
+    let v = h.json(&[
+        "search",
+        "checkout",
+        "--project",
+        "/home/dev/elsewhere",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert!(search_hits(&v).is_empty());
+    assert!(
+        v["notice"]
+            .as_str()
+            .unwrap()
+            .contains("no session of project `/home/dev/elsewhere`"),
+        "{v}"
+    );
+    let v = h.json(&[
+        "search", "checkout", "--agent", "codex", "--mode", "fts", "--json",
+    ]);
+    assert!(
+        v["notice"].as_str().unwrap().contains("agent `codex`"),
+        "{v}"
+    );
+    let v = h.json(&[
+        "search",
+        "checkout",
+        "--until",
+        "2020-01-01",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert!(
+        v["notice"]
+            .as_str()
+            .unwrap()
+            .contains("matches outside them"),
+        "{v}"
+    );
+    // Nothing anywhere: no notice pretends otherwise.
+    let v = h.json(&[
+        "search", "zeppelin", "--agent", "claude", "--mode", "fts", "--json",
+    ]);
+    assert!(v["notice"].is_null(), "{v}");
+    let out = h.memex(&[
+        "search",
+        "checkout",
+        "--until",
+        "2020-01-01",
+        "--mode",
+        "fts",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches outside them"));
+}
+
+/// The verdict at the end of a long log is found by its words; an archive indexed before this
+/// (head only) catches up with `memex reindex --words`.
+#[test]
+fn the_end_of_a_long_text_is_found_and_old_archives_catch_up() {
+    let h = Home::empty();
+    let s = "88888888-2222-4333-8444-555555555555";
+    let log = format!(
+        "cargo test\n{}test result: FAILED. quuxotic_failure in checkout::pay",
+        "test checkout::step ... ok\n".repeat(50_000)
+    );
+    assert!(log.len() > 1 << 20);
+    h.write_claude(
+        "/home/dev/app",
+        s,
+        &[
+            claude_prompt(s, "p1", "/home/dev/app", "run the tests"),
+            claude_answer(s, "a1", "/home/dev/app", &log),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    let find = || {
+        let v = h.json(&["search", "quuxotic_failure", "--mode", "fts", "--json"]);
+        search_hits(&v)
+            .iter()
+            .map(|x| x["message_id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(find(), ["a1"]);
+    // As an archive written before: only the first MiB indexed.
+    let c = common::db(&h.data_dir());
+    let id: i64 = c
+        .query_row("SELECT id FROM messages WHERE message_id = 'a1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    c.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])
+        .unwrap();
+    c.execute(
+        "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
+        rusqlite::params![id, &log[..1 << 20]],
+    )
+    .unwrap();
+    drop(c);
+    assert!(find().is_empty());
+    let out = h.memex(&["reindex", "--words"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("of 1 messages"),
+        "{out:?}"
+    );
+    assert_eq!(find(), ["a1"]);
+    // Asked to rebuild nothing: the flags are named.
+    let out = h.memex(&["reindex"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--words"));
 }

@@ -255,6 +255,7 @@ fn the_api_serves_exports_as_downloads_to_the_local_user_only() {
             .unwrap()
             .contains("default-src 'none'")
     );
+    assert_eq!(h["cache-control"], "no-store");
     let body = res.text().unwrap();
     assert!(body.contains("id=\"prompt-1\"") && !body.contains("<script"));
     let md = s

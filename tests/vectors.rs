@@ -103,8 +103,12 @@ fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
 
     // A paraphrase that shares no word with the session (margin-bottom on <details>).
     let q = "spacing below the collapsible disclosure widget";
+    // Words alone: no row has every significant word (spacing, below, collapsible,
+    // disclosure, widget); what they find are partial matches that say so.
     let fts = search_json(&h, &model, &["--mode", "fts", q]);
-    assert_eq!(fts["results"].as_array().unwrap().len(), 0, "{fts}");
+    for r in fts["results"].as_array().unwrap() {
+        assert!(r["terms"].as_array().unwrap().len() < 5, "{r}");
+    }
     let vec = search_json(&h, &model, &["--mode", "vector", "--limit", "3", q]);
     assert_eq!(vec["mode"], "vector");
     let top = &vec["results"][0];

@@ -387,8 +387,9 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
         &format!("document.querySelector('select[name=mode]').selectedIndex !== {before}"),
     );
     assert_eq!(
-        d.eval("document.querySelectorAll('#result-list [aria-selected=true]').length"),
-        json!(0)
+        d.eval("document.activeElement.name === 'mode'"),
+        json!(true),
+        "the arrow left the select"
     );
 
     // By a paraphrase that shares no word with it: meaning finds it.
@@ -702,6 +703,14 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
         text.starts_with("<!doctype html>") && text.contains("vim"),
         "{text}"
     );
+    // A question with a word no row has: the rows with the others, marked as partial.
+    let page = get("/?q=zanzibar+quokkas&mode=fts", &[]).text().unwrap();
+    assert!(page.contains("only: zanzibar"), "{page}");
+    // A filter that matches no session is named, not an empty page.
+    let page = get("/?q=zanzibar&mode=fts&project=%2Fnowhere", &[])
+        .text()
+        .unwrap();
+    assert!(page.contains("no session of project"), "{page}");
     let bad = get("/?q=x&bogus=1", &[]);
     assert_eq!(bad.status().as_u16(), 400);
     let missing = get("/sessions/nope-nope", &[]);

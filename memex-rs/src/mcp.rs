@@ -205,7 +205,7 @@ impl MemexMcp {
 #[tool_router]
 impl MemexMcp {
     #[tool(
-        description = "Search past AI coding-agent conversations (Claude Code, Codex CLI, Gemini CLI) on this machine. Returns matches with session id, prompt number, snippet, score, level. Use get_session to read one."
+        description = "Search past AI coding-agent conversations on this machine (Claude Code, Codex CLI, Gemini CLI, Cursor, Copilot CLI, OpenCode and every other agent Memex archives). A natural-language question works: its significant words are searched, rows with all of them first, then rows with some (`terms` names the words each has), plus meaning. Returns matches with session id, prompt number, snippet, score, level; `notice` says when filters (agent, project, time) hid matches or match no session. Use get_session to read one."
     )]
     async fn search_history(
         &self,

@@ -23,49 +23,63 @@ document.addEventListener("keydown", (e) => {
   if (!form) return;
   let timer = 0;
   let seq = 0;
-  let selected = -1;
+  // A request typed over is cancelled: it would hold one of the service's readers for nothing.
+  let inflight = null;
   const links = () => Array.from(document.querySelectorAll("#result-list a.result"));
+  // The arrows move the focus itself (a screen reader reads the result focused; Enter on it
+  // opens it as on any link); up from the first result goes back to the box.
   const select = (i) => {
     const all = links();
     if (all.length === 0) return;
-    selected = Math.max(0, Math.min(i, all.length - 1));
-    all.forEach((a, k) => a.parentElement.setAttribute("aria-selected", String(k === selected)));
-    all[selected].scrollIntoView({ block: "nearest" });
+    if (i < 0) {
+      document.getElementById("q")?.focus();
+      return;
+    }
+    const a = all[Math.min(i, all.length - 1)];
+    a.focus();
+    a.scrollIntoView({ block: "nearest" });
   };
   const refresh = async () => {
     const params = new URLSearchParams(new FormData(form));
     for (const [k, v] of Array.from(params.entries())) if (!v) params.delete(k);
     const mine = ++seq;
+    inflight?.abort();
+    inflight = new AbortController();
     try {
-      const res = await fetch("/search?" + params.toString(), { headers: { Accept: "text/html" } });
+      const res = await fetch("/search?" + params.toString(), {
+        headers: { Accept: "text/html" },
+        signal: inflight.signal,
+      });
       if (mine !== seq || !res.ok) return;
       const html = await res.text();
       const doc = new DOMParser().parseFromString(html, "text/html");
       const fresh = doc.getElementById("results");
       const old = document.getElementById("results");
       if (fresh && old) old.replaceWith(document.importNode(fresh, true));
-      selected = -1;
+      // Announced once, in few words (the list itself is not read out on each keystroke).
+      const status = document.getElementById("results-status");
+      if (status) status.textContent = fresh?.querySelector("[data-status]")?.textContent ?? "";
       history.replaceState(null, "", params.toString() ? "/?" + params.toString() : "/");
     } catch (_) {
-      // The service went away: the form still works without the script.
+      // Cancelled by the next keystroke, or the service went away: the form still works
+      // without the script.
     }
   };
   form.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(refresh, 150);
   });
-  // On the box only: in a select the arrows choose an option.
-  const box = document.getElementById("q");
-  box?.addEventListener("keydown", (e) => {
+  // From the box and the results only: in a select the arrows choose an option.
+  document.addEventListener("keydown", (e) => {
+    const t = e.target;
+    const inList = t instanceof HTMLAnchorElement && t.closest("#result-list");
+    if (!(t instanceof HTMLElement) || (t.id !== "q" && !inList)) return;
     if (e.key === "ArrowDown") {
       e.preventDefault();
-      select(selected + 1);
-    } else if (e.key === "ArrowUp") {
+      select(inList ? links().indexOf(t) + 1 : 0);
+    } else if (e.key === "ArrowUp" && inList) {
       e.preventDefault();
-      select(selected - 1);
-    } else if (e.key === "Enter" && selected >= 0) {
-      e.preventDefault();
-      window.location.href = links()[selected].href;
+      select(links().indexOf(t) - 1);
     }
   });
 })();

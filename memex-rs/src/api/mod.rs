@@ -584,6 +584,8 @@ async fn session_export(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // A private transcript is not kept in the browser's disk cache.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
 }
 

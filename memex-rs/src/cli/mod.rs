@@ -74,10 +74,15 @@ pub enum Command {
         json: bool,
     },
     /// Rebuild derived indexes from the archive.
+    #[command(group = clap::ArgGroup::new("what").required(true).multiple(true).args(["words", "vectors"]))]
     Reindex {
+        /// Index again the full text of every message longer than `store.fts_max_bytes`, by
+        /// its head and its tail (archives written before 2026-12-01 have only the head).
+        #[arg(long)]
+        words: bool,
         /// Drop every vector and embed everything again with the configured model (with a
         /// progress bar; interrupting is safe: `memex serve` or the next run continues).
-        #[arg(long, required = true)]
+        #[arg(long)]
         vectors: bool,
     },
     /// The local embedding model (all-MiniLM-L6-v2).
@@ -395,7 +400,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Sessions { command } => sessions::sessions(&ctx, command),
         Command::Compact { command } => compact::compact(&ctx, command),
         Command::Mcp => serve::mcp(&ctx),
-        Command::Reindex { vectors: _ } => models::reindex_vectors(&ctx),
+        Command::Reindex { words, vectors } => {
+            if words {
+                models::reindex_words(&ctx)?;
+            }
+            if vectors {
+                models::reindex_vectors(&ctx)?;
+            }
+            Ok(())
+        }
         Command::Forget(a) => forget::run_forget(&ctx, a),
         Command::Scrub { json } => forget::run_scrub(&ctx, json),
         Command::Models { command } => models::models(&ctx, command),

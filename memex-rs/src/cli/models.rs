@@ -76,6 +76,26 @@ pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
     }
 }
 
+pub(super) fn reindex_words(ctx: &Ctx) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let data_dir = s.data_dir();
+    let (_lock, writer, handle) = write_access(
+        &data_dir,
+        "memex reindex",
+        "stop `memex serve` first, then run this again",
+    )?;
+    let max = s.store.fts_max_bytes;
+    let started = std::time::Instant::now();
+    let n = writer.call(move |c| crate::store::fts::reindex_long_texts(c, max))??;
+    drop(writer);
+    let _ = handle.join();
+    println!(
+        "indexed again the words of {n} messages longer than {max} bytes, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 pub(super) fn reindex_vectors(ctx: &Ctx) -> Result<()> {
     let s = &ctx.resolved.settings;
     let data_dir = s.data_dir();

@@ -71,6 +71,9 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
             h.project.as_deref().unwrap_or(""),
             h.snippet
         )?;
+        if !h.terms.is_empty() {
+            writeln!(out, "    matched: {}", h.terms.join(", "))?;
+        }
     }
     Ok(())
 }

@@ -167,6 +167,9 @@ pub struct Hit {
     /// Which rankings found it: `fts`, `vector` or `both`.
     #[serde(rename = "match")]
     pub matched: &'static str,
+    /// The query's words and phrases this row has (full text; a row need not have them all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub terms: Vec<String>,
     /// The SQLite row (message or layer row) the hit stands for.
     #[serde(skip)]
     pub row: i64,
@@ -253,6 +256,9 @@ pub fn search(
                 p.limit,
             ),
         };
+        if results.is_empty() {
+            notice = join_notice(notice, filtered_out(conn, p, &terms)?);
+        }
         return Ok(SearchResponse {
             mode: "fts",
             notice,
@@ -286,11 +292,90 @@ pub fn search(
     } else {
         "hybrid"
     };
+    let results = fuse(lists, p.limit);
+    if results.is_empty() {
+        notice = join_notice(notice, filtered_out(conn, p, &terms)?);
+    }
     Ok(SearchResponse {
         mode,
         notice,
-        results: fuse(lists, p.limit),
+        results,
     })
+}
+
+fn join_notice(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{b}; {a}")),
+        (a, b) => a.or(b),
+    }
+}
+
+/// When a filtered search found nothing and the filters are why, says so: an empty answer
+/// must not read as "this never came up". Either no session passes the filters at all (an
+/// unknown project, an agent never used here), or the words are in the archive outside them.
+fn filtered_out(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[query::Term],
+) -> rusqlite::Result<Option<String>> {
+    use rusqlite::params_from_iter;
+    let f = &p.filter;
+    if f.is_empty() {
+        return Ok(None);
+    }
+    let mut named = Vec::new();
+    if let Some(a) = &f.agent {
+        named.push(format!("agent `{a}`"));
+    }
+    if let Some(pr) = &f.project {
+        named.push(format!("project `{pr}`"));
+    }
+    if let Some(s) = &f.session {
+        named.push(format!("session `{s}`"));
+    }
+    if !named.is_empty() {
+        let mut args = Vec::new();
+        let sessions_only = Filter {
+            since: None,
+            until: None,
+            ..f.clone()
+        };
+        let cond = sessions_only.sql(None, &mut args);
+        let any: bool = conn.query_row(
+            &format!("SELECT EXISTS (SELECT 1 FROM sessions s WHERE {cond})"),
+            params_from_iter(args),
+            |r| r.get(0),
+        )?;
+        if !any {
+            return Ok(Some(format!(
+                "the archive holds no session of {}",
+                named.join(" and ")
+            )));
+        }
+    }
+    if terms.is_empty() {
+        return Ok(None);
+    }
+    let expr = query::match_any(terms);
+    for l in p.level.layers() {
+        let fts = l.fts_table();
+        let found: bool = conn.query_row(
+            &format!("SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?1)"),
+            [&expr],
+            |r| r.get(0),
+        )?;
+        if found {
+            let mut all = named;
+            if f.since.is_some() || f.until.is_some() {
+                all.push("the time range".to_owned());
+            }
+            return Ok(Some(format!(
+                "nothing matched within {}; the archive has matches outside them: widen or drop a filter",
+                all.join(" and ")
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Roughly how many rows the indexer has yet to embed (the outbox's id span and the messages

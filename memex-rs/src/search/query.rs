@@ -11,13 +11,120 @@ use crate::store::fts::is_cjk;
 pub struct Term {
     pub literal: String,
     pub fts: String,
+    /// Typed as a bare word (not a `"phrase"`, not `prefix*`): a stop word of this kind carries
+    /// no topic and is dropped from a question.
+    pub plain: bool,
 }
 
-/// Turns what a user typed into FTS5 terms, all required (AND). `"quoted phrases"` stay
-/// phrases; a trailing `*` on a word is a prefix search; everything else FTS5 would treat as
-/// syntax (`AND`, `NEAR(`, `:`, parentheses, stray quotes) is searched as plain text or
-/// dropped. Returns no terms when nothing searchable is left.
+/// English words that carry no topic in a question to one's memory: articles, pronouns,
+/// auxiliaries, prepositions, question words, and the verbs of asking to remember.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "done",
+    "during", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him", "his",
+    "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our",
+    "please", "recall", "remember", "she", "should", "so", "some", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "us", "was", "we", "were",
+    "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with",
+    "would", "you", "your",
+];
+
+/// Chinese words and particles that carry no topic in a question, longest first (each splits a
+/// run of CJK characters). Single characters only where they rarely start or end a word.
+const CJK_STOP_WORDS: &[&str] = &[
+    "为什么",
+    "怎么样",
+    "有没有",
+    "是不是",
+    "之前",
+    "以前",
+    "上次",
+    "怎么",
+    "什么",
+    "如何",
+    "哪些",
+    "哪个",
+    "是否",
+    "我们",
+    "你们",
+    "他们",
+    "一下",
+    "帮我",
+    "请问",
+    "记得",
+    "的",
+    "了",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+];
+
+fn is_hiragana(c: char) -> bool {
+    ('\u{3040}'..='\u{309f}').contains(&c)
+}
+
+/// The pieces of a word with CJK in it that carry its topic: Chinese question words and
+/// particles split it; in Japanese (kanji or katakana with hiragana) the hiragana runs, which
+/// are its grammar, split it.
+fn cjk_pieces(word: &str) -> Vec<String> {
+    let japanese =
+        word.chars().any(is_hiragana) && word.chars().any(|c| is_cjk(c) && !is_hiragana(c));
+    let mut w: String = if japanese {
+        word.chars()
+            .map(|c| if is_hiragana(c) { ' ' } else { c })
+            .collect()
+    } else {
+        word.to_owned()
+    };
+    for stop in CJK_STOP_WORDS {
+        if w.contains(stop) {
+            w = w.replace(stop, " ");
+        }
+    }
+    w.split_whitespace().map(str::to_owned).collect()
+}
+
+/// A piece of an unquoted CJK question as terms of their own: its bigrams, as the index has
+/// them, so that a row with most of them is a partial match (CJK has no spaces: "修复验证码"
+/// asks about 修复 and 验证码, which a row may hold apart). A piece of more than 8 characters
+/// (mixed with Latin, or a pasted sentence) stays one phrase. `"Quoted"` CJK is a phrase.
+fn cjk_bigrams(piece: &str) -> Vec<String> {
+    let chars: Vec<char> = piece.chars().collect();
+    if chars.len() <= 2 || chars.len() > 8 || !chars.iter().all(|&c| is_cjk(c)) {
+        return vec![piece.to_owned()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    for w in chars.windows(2) {
+        let b: String = w.iter().collect();
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// Turns what a user typed into FTS5 terms. `"quoted phrases"` stay phrases; a trailing `*` on
+/// a word is a prefix search; everything else FTS5 would treat as syntax (`AND`, `NEAR(`, `:`,
+/// parentheses, stray quotes) is searched as plain text or dropped. A question keeps its
+/// significant words: stop words and question words (English, and Chinese and Japanese via
+/// [`cjk_pieces`]) are dropped unless nothing else is left. Returns no terms when nothing
+/// searchable is left.
 pub fn parse_query(q: &str) -> Vec<Term> {
+    let terms = all_terms(q);
+    let significant: Vec<Term> = terms
+        .iter()
+        .filter(|t| !(t.plain && STOP_WORDS.contains(&t.literal.to_lowercase().as_str())))
+        .cloned()
+        .collect();
+    if significant.is_empty() {
+        terms
+    } else {
+        significant
+    }
+}
+
+fn all_terms(q: &str) -> Vec<Term> {
     let mut terms = Vec::new();
     let mut rest = q;
     while !rest.is_empty() {
@@ -25,10 +132,10 @@ pub fn parse_query(q: &str) -> Vec<Term> {
         if rest.is_empty() {
             break;
         }
-        let (chunk, prefix, next) = if let Some(r) = rest.strip_prefix('"') {
+        let (chunk, prefix, phrase, next) = if let Some(r) = rest.strip_prefix('"') {
             match r.find('"') {
-                Some(end) => (&r[..end], false, &r[end + 1..]),
-                None => (r, false, ""), // unbalanced: the rest is one phrase
+                Some(end) => (&r[..end], false, true, &r[end + 1..]),
+                None => (r, false, true, ""), // unbalanced: the rest is one phrase
             }
         } else {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -38,17 +145,25 @@ pub fn parse_query(q: &str) -> Vec<Term> {
                     .trim_end_matches('*')
                     .chars()
                     .any(char::is_alphanumeric);
-            (word.trim_end_matches('*'), prefix, &rest[end..])
+            (word.trim_end_matches('*'), prefix, false, &rest[end..])
         };
         rest = next;
-        if let Some(t) = term(chunk, prefix) {
+        if !phrase && !prefix && chunk.chars().any(is_cjk) {
+            for piece in cjk_pieces(chunk) {
+                terms.extend(
+                    cjk_bigrams(&piece)
+                        .iter()
+                        .filter_map(|p| term(p, false, true)),
+                );
+            }
+        } else if let Some(t) = term(chunk, prefix, !phrase && !prefix) {
             terms.push(t);
         }
     }
     terms
 }
 
-fn term(chunk: &str, prefix: bool) -> Option<Term> {
+fn term(chunk: &str, prefix: bool, plain: bool) -> Option<Term> {
     // Keep letters, digits and CJK; everything else separates tokens (as unicode61 does).
     let tokens: Vec<&str> = chunk
         .split(|c: char| !(c.is_alphanumeric() || is_cjk(c)))
@@ -97,6 +212,7 @@ fn term(chunk: &str, prefix: bool) -> Option<Term> {
     Some(Term {
         literal: tokens.join(" "),
         fts: if prefix { format!("{phrase}*") } else { phrase },
+        plain,
     })
 }
 
@@ -106,8 +222,16 @@ impl Term {
     pub fn regex(&self) -> Option<regex::Regex> {
         let words: Vec<String> = self.literal.split(' ').map(regex::escape).collect();
         let mut pattern = words.join(r"[^\p{L}\p{N}]+");
+        // Whole words, as the index has them (`fix` is not in `Fixed`); CJK runs have no
+        // word boundaries to match.
+        let latin = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() && !is_cjk(c));
+        if latin(self.literal.chars().next()) {
+            pattern.insert_str(0, r"\b");
+        }
         if self.fts.ends_with('*') {
             pattern.push_str(r"[\p{L}\p{N}]*");
+        } else if latin(self.literal.chars().last()) {
+            pattern.push_str(r"\b");
         }
         regex::RegexBuilder::new(&pattern)
             .case_insensitive(true)
@@ -123,6 +247,15 @@ pub fn match_expr(terms: &[Term]) -> String {
         .map(|t| t.fts.as_str())
         .collect::<Vec<_>>()
         .join(" AND ")
+}
+
+/// The FTS5 MATCH expression for rows with any of `terms` (the partial matches).
+pub fn match_any(terms: &[Term]) -> String {
+    terms
+        .iter()
+        .map(|t| t.fts.as_str())
+        .collect::<Vec<_>>()
+        .join(" OR ")
 }
 
 /// The words of the terms, each escaped for a regular expression.
@@ -187,8 +320,45 @@ mod tests {
     fn cjk_words_become_the_phrase_of_their_bigrams() {
         let q = parse_query("认证");
         assert_eq!(q[0].fts, "\"认证\"");
-        assert_eq!(parse_query("认证失败")[0].fts, "\"认证 证失 失败\"");
+        assert_eq!(all_terms("\"认证失败\"")[0].fts, "\"认证 证失 失败\"");
         assert_eq!(parse_query("认")[0].fts, "\"认\"*");
+    }
+
+    fn literals(q: &str) -> Vec<String> {
+        parse_query(q).into_iter().map(|t| t.literal).collect()
+    }
+
+    #[test]
+    fn a_question_keeps_its_significant_words() {
+        assert_eq!(
+            literals("How do I fix the failing test in CI?"),
+            ["fix", "failing", "test", "CI"]
+        );
+        // Only stop words: they are what was asked for.
+        assert_eq!(literals("the where"), ["the", "where"]);
+        // A phrase or a prefix is kept as typed.
+        assert_eq!(literals("\"the end\" what*"), ["the end", "what"]);
+        // Chinese: question words and particles split the run; each piece is a phrase.
+        // Chinese: question words and particles split the run; each piece is searched by its
+        // bigrams, as the index holds it.
+        assert_eq!(
+            literals("如何修复登录页面的验证码"),
+            ["修复", "复登", "登录", "录页", "页面", "验证", "证码"]
+        );
+        assert_eq!(literals("上次我们为什么改了缓存"), ["改", "缓存"]);
+        assert_eq!(
+            literals("我们之前怎么修复验证码的"),
+            ["修复", "复验", "验证", "证码"]
+        );
+        // Quoted, a phrase.
+        assert_eq!(parse_query("\"认证失败\"")[0].fts, "\"认证 证失 失败\"");
+        // Japanese: the hiragana between the kanji and katakana words are grammar.
+        assert_eq!(
+            literals("ログインの不具合を直した"),
+            ["ログ", "グイ", "イン", "不具", "具合", "直"]
+        );
+        // All hiragana: not split at its hiragana (its bigrams, like any CJK word).
+        assert_eq!(literals("ありがとう"), ["あり", "りが", "がと", "とう"]);
     }
 
     #[test]
@@ -204,7 +374,7 @@ mod tests {
             ("pref*", vec!["\"pref\"*"]),
         ];
         for (q, want) in cases {
-            let got: Vec<String> = parse_query(q).into_iter().map(|t| t.fts).collect();
+            let got: Vec<String> = all_terms(q).into_iter().map(|t| t.fts).collect();
             let want: Vec<String> = want.into_iter().map(str::to_owned).collect();
             // NEAR(a b: "NEAR(a" is one chunk → tokens NEAR, a → phrase "NEAR a".
             if q.starts_with("NEAR") {

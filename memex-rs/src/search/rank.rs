@@ -45,6 +45,7 @@ pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
                     // The full-text snippet shows the words that matched.
                     if h.matched == "fts" {
                         f.snippet = h.snippet;
+                        f.terms = h.terms;
                     }
                 }
                 None => {
@@ -75,19 +76,42 @@ fn search_layer(
     let tx = conn.unchecked_transaction()?;
     let mut args = vec![Sql::Text(query::match_expr(terms))];
     let cond = p.filter.sql(Some(c.ts), &mut args);
-    let ids = newest_matches(
-        &tx,
-        l.fts_table(),
-        &format!(
-            "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
-            table = l.table(),
-            fts = l.fts_table()
-        ),
-        &cond,
-        args,
-    )?;
-    let hits = layer_rows(&tx, &ids, &Filter::default(), l)?;
-    bm25_rank(&tx, l.fts_table(), terms, hits, limit)
+    let join = format!(
+        "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
+        table = l.table(),
+        fts = l.fts_table()
+    );
+    let (full, partial) = candidates(&tx, l.fts_table(), &join, &cond, args, terms, limit)?;
+    let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
+    let whole = hits.len();
+    hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
+    bm25_rank(&tx, l.fts_table(), terms, hits, whole, limit)
+}
+
+/// The rows to rank: the newest [`CANDIDATES`] with every term, and when they are fewer than
+/// `limit` (a question rarely has all its words in one message), the newest with some of them:
+/// an answer of "nothing" to a question whose words are in the archive is a false absence.
+fn candidates(
+    tx: &Connection,
+    fts: &str,
+    join: &str,
+    cond: &str,
+    args: Vec<Sql>,
+    terms: &[Term],
+    limit: usize,
+) -> Result<(Vec<i64>, Vec<i64>), SearchError> {
+    let mut any = args.clone();
+    let full = newest_matches(tx, fts, join, cond, args)?;
+    if full.len() >= limit || terms.len() < 2 {
+        return Ok((full, Vec::new()));
+    }
+    any[0] = Sql::Text(query::match_any(terms));
+    let seen: std::collections::HashSet<i64> = full.iter().copied().collect();
+    let partial = newest_matches(tx, fts, join, cond, any)?
+        .into_iter()
+        .filter(|id| !seen.contains(id))
+        .collect();
+    Ok((full, partial))
 }
 
 /// Row ids of the newest [`CANDIDATES`] matches of `args[0]` in `fts` that pass `cond`.
@@ -111,13 +135,16 @@ fn newest_matches(
 }
 
 /// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
-/// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. Best first;
-/// among equals the newer (candidates arrive newest first, and the sort is stable).
+/// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. The first `whole`
+/// candidates have every term (FTS5 said so); the others some. Rows with more of the terms come
+/// first, then by BM25; among equals the newer (candidates arrive newest first, and the sort is
+/// stable). Each hit names the terms it has.
 fn bm25_rank(
     tx: &Connection,
     fts: &str,
     terms: &[Term],
     hits: Vec<(Hit, String)>,
+    whole: usize,
     limit: usize,
 ) -> Result<Vec<Hit>, SearchError> {
     if hits.is_empty() {
@@ -135,28 +162,35 @@ fn bm25_rank(
     for t in terms {
         let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
         let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
-        if let Some(re) = t.regex() {
-            weighted.push((re, idf));
-        }
+        weighted.push((t.regex(), idf, t.literal.as_str()));
     }
     // Length in bytes: BM25 only needs lengths relative to the average.
     let avg = hits.iter().map(|h| h.1.len().max(1)).sum::<usize>() as f64 / hits.len() as f64;
-    let mut hits = hits;
-    for (hit, text) in &mut hits {
-        let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
-        hit.score = weighted
-            .iter()
-            .map(|(re, idf)| {
-                let tf = re.find_iter(text).count().max(1) as f64;
-                idf * tf * 2.2 / (tf + norm)
-            })
-            .sum();
-    }
-    hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+    let mut hits: Vec<(usize, Hit, String)> = hits
+        .into_iter()
+        .enumerate()
+        .map(|(i, (mut hit, text))| {
+            let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
+            let mut score = 0.0;
+            for (re, idf, literal) in &weighted {
+                let count = re.as_ref().map_or(0, |re| re.find_iter(&text).count());
+                // A row with every term has each, even where the expression cannot see it
+                // (folded accents, a CJK phrase across a line break).
+                let tf = if i < whole { count.max(1) } else { count };
+                if tf > 0 {
+                    score += idf * tf as f64 * 2.2 / (tf as f64 + norm);
+                    hit.terms.push((*literal).to_owned());
+                }
+            }
+            hit.score = score;
+            (hit.terms.len(), hit, text)
+        })
+        .collect();
+    hits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
     hits.truncate(limit);
     Ok(hits
         .into_iter()
-        .map(|(mut hit, text)| {
+        .map(|(_, mut hit, text)| {
             hit.snippet = query::snippet(&text, terms, 200);
             hit
         })
@@ -181,8 +215,10 @@ fn search_raw(
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
     };
     let fts = Layer::Raw.fts_table();
-    let rowids = newest_matches(&tx, fts, join, &cond, args)?;
+    let (full, partial) = candidates(&tx, fts, join, &cond, args, terms, limit)?;
     // The candidates already passed the filter.
-    let hits = raw_rows(&tx, &rowids, &Filter::default())?;
-    bm25_rank(&tx, fts, terms, hits, limit)
+    let mut hits = raw_rows(&tx, &full, &Filter::default())?;
+    let whole = hits.len();
+    hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
+    bm25_rank(&tx, fts, terms, hits, whole, limit)
 }

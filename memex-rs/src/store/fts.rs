@@ -17,19 +17,30 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F) // Extensions B–F, compatibility supplement
 }
 
-/// The text to index for `text`, at most about `max_bytes` of it. Borrows when there is no CJK.
+/// The text to index for `text`, at most about `max_bytes` of it: a longer text keeps its first
+/// and its last `max_bytes / 2` (a build or test log gives its verdict at the end; a file its
+/// purpose at the top). Borrows when the text is short and has no CJK.
 pub fn index_text(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
-    let text = if text.len() > max_bytes {
-        let mut end = max_bytes;
-        while !text.is_char_boundary(end) {
-            end -= 1;
+    let text: std::borrow::Cow<'_, str> = if text.len() > max_bytes {
+        let half = max_bytes / 2;
+        let mut head = half;
+        while !text.is_char_boundary(head) {
+            head -= 1;
         }
-        &text[..end]
+        // The tail starts at a word, when one starts near the cut.
+        let mut tail = text.len() - half;
+        while !text.is_char_boundary(tail) {
+            tail += 1;
+        }
+        if let Some(gap) = text[tail..].find(char::is_whitespace).filter(|&g| g < 64) {
+            tail += gap;
+        }
+        std::borrow::Cow::Owned(format!("{}\n…\n{}", &text[..head], &text[tail..]))
     } else {
-        text
+        std::borrow::Cow::Borrowed(text)
     };
     if !text.chars().any(is_cjk) {
-        return std::borrow::Cow::Borrowed(text);
+        return text;
     }
     let mut out = String::with_capacity(text.len() * 3);
     let mut run: Vec<char> = Vec::new();
@@ -59,6 +70,38 @@ pub fn index_text(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Indexes again, by [`index_text`], every message whose text is longer than `max_bytes` (an
+/// archive written before long texts kept their tail has only their head indexed). One
+/// transaction. Returns how many messages were indexed again.
+pub fn reindex_long_texts(
+    conn: &mut rusqlite::Connection,
+    max_bytes: usize,
+) -> rusqlite::Result<u64> {
+    let tx = conn.transaction()?;
+    let mut n = 0;
+    {
+        // Texts over COMPRESS_TEXT_ABOVE are stored compressed: only those can be long.
+        let mut st = tx.prepare(
+            "SELECT id, memex_unzstd(text_z) FROM messages
+             WHERE text_z IS NOT NULL AND inherited = 0 AND duplicate = 0",
+        )?;
+        let mut del = tx.prepare("DELETE FROM messages_fts WHERE rowid = ?1")?;
+        let mut ins = tx.prepare("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
+        let mut rows = st.query([])?;
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let text: String = row.get(1)?;
+            if text.len() > max_bytes {
+                del.execute([id])?;
+                ins.execute(rusqlite::params![id, index_text(&text, max_bytes)])?;
+                n += 1;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +113,25 @@ mod tests {
             "修复 复认 认证 证 bug"
         );
         assert_eq!(index_text("plain text", 1000), "plain text");
+    }
+
+    #[test]
+    fn a_long_text_keeps_its_head_and_its_tail() {
+        let log = format!(
+            "running 812 tests{}\ntest result: FAILED. 809 passed; 3 failed",
+            " ok ok ok ёж".repeat(20_000)
+        );
+        let kept = index_text(&log, 4096);
+        assert!(kept.len() <= 4096 + 8, "{}", kept.len());
+        assert!(kept.starts_with("running 812 tests"));
+        assert!(kept.ends_with("809 passed; 3 failed"));
+        // Cut on characters, the tail from a word.
+        assert!(
+            kept.contains("\n…\n ok") || kept.contains("\n…\n ёж"),
+            "{kept:.80}"
+        );
+        let cjk = "验证码".repeat(1000);
+        let kept = index_text(&cjk, 1000);
+        assert!(kept.contains("验证 证码"));
     }
 }

@@ -172,6 +172,8 @@ struct ResultRow {
     project: String,
     time: String,
     matched: &'static str,
+    /// The query's words it has, when it has not all of them.
+    partial: Option<String>,
     pieces: Vec<(String, bool)>,
     title: String,
 }
@@ -263,10 +265,13 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
         Ok(r) => {
             out.mode = r.mode;
             out.notice = r.notice;
+            let words = search::query::parse_query(&f.q).len();
             out.rows = r
                 .results
                 .into_iter()
                 .map(|h| ResultRow {
+                    partial: (!h.terms.is_empty() && h.terms.len() < words)
+                        .then(|| h.terms.join(", ")),
                     href: format!(
                         "/sessions/{}?talk={n}#prompt-{n}",
                         urlencode(&h.session_id),
