@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 const PROJECT: &str = "/home/dev/payments";
 const SESSION: &str = "5f0c1a2b-3c4d-4e5f-8a6b-7c8d9e0f1a2b";
 const LATER: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
+/// Two more sessions of the same project, each asking for the first time.
+const LATER_B: &str = "8c7b6a5f-4e3d-4c2b-9a1f-0e9d8c7b6a5f";
+const LATER_C: &str = "7b6a5f4e-3d2c-4b1a-8f0e-9d8c7b6a5f4e";
 
 /// Runs a hook command with `input` on stdin (closed afterwards) and the given environment.
 fn hook(home: &Home, bin: &str, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
@@ -203,15 +206,31 @@ fn hooks_inject_memory_through_the_running_service() {
     );
     assert!(c.starts_with("<memex-memory>"), "{c}");
     assert!(c.len() <= memex::inject::MAX_CONTEXT_CHARS);
-    // The same through the `memex-inject` binary the RFC names.
+    // The same through the `memex-inject` binary the RFC names (another session asking).
     let out2 = hook(
         &home,
         env!("CARGO_BIN_EXE_memex-inject"),
         &["--mode=smart"],
         &on,
-        &prompt_json(LATER, PROJECT, later),
+        &prompt_json(LATER_B, PROJECT, later),
     );
     assert_eq!(context(&out2, "UserPromptSubmit"), c);
+    // Never twice in one session: asked again, the session has it already.
+    let conn = db(&home.data_dir());
+    s.wait_for(10, "the first injection logged", |_| {
+        (count(
+            &conn,
+            &format!("SELECT COUNT(*) FROM injections WHERE session_id = '{LATER}' AND items > 0"),
+        ) == 1)
+            .then_some(())
+    });
+    silent(&hook(
+        &home,
+        memex(),
+        &["inject", "--mode", "smart"],
+        &on,
+        &prompt_json(LATER, PROJECT, later),
+    ));
 
     // Nothing: the session's own history, another project, a topic absent from the archive,
     // a sub-agent, a slash command, a short prompt, injection off.
@@ -280,7 +299,7 @@ fn hooks_inject_memory_through_the_running_service() {
             memex(),
             &["inject", "--mode", "smart"],
             &all,
-            &prompt_json(LATER, "/home/dev/another-project", &secret_prompt),
+            &prompt_json(LATER_C, "/home/dev/another-project", &secret_prompt),
         ),
         "UserPromptSubmit",
     );
@@ -319,7 +338,7 @@ fn hooks_inject_memory_through_the_running_service() {
     // Each call that reached the service is logged; the prompt only when asked, redacted.
     let conn = db(&home.data_dir());
     s.wait_for(10, "the injection log", |_| {
-        (count(&conn, "SELECT COUNT(*) FROM injections") == 9).then_some(())
+        (count(&conn, "SELECT COUNT(*) FROM injections") == 10).then_some(())
     });
     assert_eq!(
         count(
@@ -340,22 +359,23 @@ fn hooks_inject_memory_through_the_running_service() {
         "{stored}"
     );
     let st = s.ok("/api/stats")["injections"].clone();
-    // Smart: 2 with items (both binaries), 1 own-session, 1 other project, 1 absent topic,
-    // 1 in all projects with items; the sub-agent, slash, short and disabled ones never came.
-    assert_eq!(st["smart"]["calls"], 6, "{st}");
+    // Smart: 2 with items (both binaries), 1 asked again (nothing new), 1 own-session, 1 other
+    // project, 1 absent topic, 1 in all projects with items; the sub-agent, slash, short and
+    // disabled ones never came.
+    assert_eq!(st["smart"]["calls"], 7, "{st}");
     assert_eq!(st["smart"]["with_items"], 3, "{st}");
-    assert_eq!(st["smart"]["hit_rate"], 0.5, "{st}");
+    assert_eq!(st["smart"]["hit_rate"], 3.0 / 7.0, "{st}");
     assert_eq!(st["full"]["calls"], 3, "{st}");
     assert_eq!(st["full"]["with_items"], 1, "{st}");
     assert!(st["tokens_total"].as_i64().unwrap() > 0, "{st}");
     assert!(st["latency_ms"]["p95"].as_f64().unwrap() > 0.0, "{st}");
-    assert_eq!(st["per_day"][0]["injections"], 9, "{st}");
+    assert_eq!(st["per_day"][0]["injections"], 10, "{st}");
     let cli = home.json(&["stats", "--json"]);
     assert_eq!(cli["injections"]["smart"]["with_items"], 3);
     assert!(cli["archive"]["sessions"].as_i64().unwrap() > 5);
     let text = home.memex(&["stats"]);
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("hit rate 50%"), "{text}");
+    assert!(text.contains("hit rate 43%"), "{text}");
 
     // The API names what is wrong in a bad request.
     let bad = s
@@ -416,7 +436,8 @@ fn other_agents_hooks_follow_their_documented_contracts() {
         (l3 == 1 && s.ok("/api/stats")["vectors"]["backlog"] == 0).then_some(())
     });
 
-    // Codex CLI: Claude Code's shape, and not one key more (Codex refuses unknown keys).
+    // Codex CLI: Claude Code's shape, and not one key more (Codex refuses unknown keys). Each
+    // agent asks from a session of its own (a session never gets the same item twice).
     let codex = stdout_json(&run(
         &["inject", "--agent", "codex", "--mode", "smart"],
         json!({"session_id": LATER, "turn_id": "t2", "transcript_path": null, "cwd": PROJECT,
@@ -443,7 +464,7 @@ fn other_agents_hooks_follow_their_documented_contracts() {
     // user, not the model); AfterAgent compacts.
     let gemini = stdout_json(&run(
         &["inject", "--agent", "gemini", "--mode", "smart"],
-        json!({"session_id": LATER, "transcript_path": "/home/dev/.gemini/tmp/h/chats/session-x.jsonl",
+        json!({"session_id": LATER_B, "transcript_path": "/home/dev/.gemini/tmp/h/chats/session-x.jsonl",
                "cwd": PROJECT, "hook_event_name": "BeforeAgent",
                "timestamp": "2026-11-30T10:00:00.000Z", "prompt": later}),
     ));
@@ -474,7 +495,7 @@ fn other_agents_hooks_follow_their_documented_contracts() {
     // Cursor: the conversation id and the first workspace root stand for session and folder.
     let cursor = stdout_json(&run(
         &["inject", "--agent", "cursor", "--mode", "smart"],
-        json!({"conversation_id": LATER, "generation_id": "g1", "model": "claude-sonnet-4",
+        json!({"conversation_id": LATER_C, "generation_id": "g1", "model": "claude-sonnet-4",
                "hook_event_name": "beforeSubmitPrompt", "cursor_version": "2.0.77",
                "workspace_roots": [PROJECT], "user_email": null, "transcript_path": null,
                "prompt": later, "attachments": []}),

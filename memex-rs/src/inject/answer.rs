@@ -190,7 +190,8 @@ fn smart(
         (o.max_results * 4).max(20),
     )?;
     res.best_confidence = all.first().and_then(|i| i.confidence);
-    let mut seen = std::collections::HashSet::new();
+    // Never the same item twice in one session: what earlier prompts of it already got.
+    let mut seen = already_injected(conn, req.session_id.as_deref())?;
     let chosen: Vec<Item> = all
         .into_iter()
         .filter(|i| i.confidence.unwrap_or(0.0) >= o.threshold)
@@ -221,6 +222,31 @@ fn smart(
         )
     });
     Ok(())
+}
+
+/// The talks and session summaries (session id, prompt number) injected into `session_id` so
+/// far, from the injection log.
+fn already_injected(
+    conn: &Connection,
+    session_id: Option<&str>,
+) -> rusqlite::Result<std::collections::HashSet<(String, i64)>> {
+    let mut out = std::collections::HashSet::new();
+    let Some(id) = session_id else {
+        return Ok(out);
+    };
+    let mut st = conn.prepare_cached(
+        "SELECT refs FROM injections WHERE session_id = ?1 AND items > 0 AND mode = 'smart'",
+    )?;
+    let rows = st.query_map([id], |r| r.get::<_, String>(0))?;
+    for refs in rows {
+        let refs: serde_json::Value = serde_json::from_str(&refs?).unwrap_or_default();
+        for r in refs.as_array().into_iter().flatten() {
+            if let (Some(s), Some(n)) = (r["session_id"].as_str(), r["prompt_number"].as_i64()) {
+                out.insert((s.to_owned(), n));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn full(

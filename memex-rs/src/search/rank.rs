@@ -81,16 +81,32 @@ fn search_layer(
         table = l.table(),
         fts = l.fts_table()
     );
-    let (full, partial) = candidates(&tx, l.fts_table(), &join, &cond, args, terms, limit)?;
+    let dfs = doc_freqs(&tx, l.fts_table(), terms)?;
+    let (full, partial) = candidates(&tx, l.fts_table(), &join, &cond, args, terms, &dfs, limit)?;
     let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
     let whole = hits.len();
     hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
-    bm25_rank(&tx, l.fts_table(), terms, hits, whole, limit)
+    bm25_rank(&tx, l.fts_table(), terms, &dfs, hits, whole, limit)
 }
 
-/// The rows to rank: the newest [`CANDIDATES`] with every term, and when they are fewer than
-/// `limit` (a question rarely has all its words in one message), the newest with some of them:
-/// an answer of "nothing" to a question whose words are in the archive is a false absence.
+/// Each term's document frequency in `fts`, counted up to [`DF_CAP`].
+fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Vec<f64>, SearchError> {
+    let mut st = tx.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
+    ))?;
+    terms
+        .iter()
+        .map(|t| Ok(st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64))
+        .collect()
+}
+
+/// The rows to rank: the newest [`CANDIDATES`] with every term; and when they are fewer than
+/// `limit` (a question rarely has all its words in one message), rows with some of them: an
+/// answer of "nothing" to a question whose words are in the archive is a false absence. Those
+/// are looked for by dropping the commonest terms first (the rows with every rare term, then
+/// with all but the two commonest, …), the newest of each, until there are enough to rank;
+/// then with any of them.
+#[allow(clippy::too_many_arguments)]
 fn candidates(
     tx: &Connection,
     fts: &str,
@@ -98,34 +114,61 @@ fn candidates(
     cond: &str,
     args: Vec<Sql>,
     terms: &[Term],
+    dfs: &[f64],
     limit: usize,
 ) -> Result<(Vec<i64>, Vec<i64>), SearchError> {
-    let mut any = args.clone();
-    let full = newest_matches(tx, fts, join, cond, args)?;
+    let mut some = args.clone();
+    let full = newest_matches(tx, fts, join, cond, args, CANDIDATES)?;
     if full.len() >= limit || terms.len() < 2 {
         return Ok((full, Vec::new()));
     }
-    any[0] = Sql::Text(query::match_any(terms));
-    let seen: std::collections::HashSet<i64> = full.iter().copied().collect();
-    let partial = newest_matches(tx, fts, join, cond, any)?
-        .into_iter()
-        .filter(|id| !seen.contains(id))
-        .collect();
+    let want = (limit * 3).clamp(30, CANDIDATES);
+    // Terms found somewhere, rarest first.
+    let mut rare: Vec<&Term> = Vec::new();
+    let mut order: Vec<usize> = (0..terms.len()).filter(|&i| dfs[i] > 0.0).collect();
+    order.sort_by(|&a, &b| dfs[a].total_cmp(&dfs[b]));
+    rare.extend(order.iter().map(|&i| &terms[i]));
+    let mut seen: std::collections::HashSet<i64> = full.iter().copied().collect();
+    let mut partial = Vec::new();
+    let most = rare.len().min(terms.len() - 1);
+    for k in (1..=most).rev() {
+        let kept: Vec<Term> = rare[..k].iter().map(|t| (*t).clone()).collect();
+        some[0] = Sql::Text(query::match_expr(&kept));
+        for id in newest_matches(tx, fts, join, cond, some.clone(), want)? {
+            if seen.insert(id) {
+                partial.push(id);
+            }
+        }
+        if full.len() + partial.len() >= want {
+            return Ok((full, partial));
+        }
+    }
+    // Still short (a small archive, or rows that have only common terms): any of them.
+    if rare.len() > 1 {
+        let found: Vec<Term> = rare.iter().map(|t| (*t).clone()).collect();
+        some[0] = Sql::Text(query::match_any(&found));
+        for id in newest_matches(tx, fts, join, cond, some, want)? {
+            if seen.insert(id) {
+                partial.push(id);
+            }
+        }
+    }
     Ok((full, partial))
 }
 
-/// Row ids of the newest [`CANDIDATES`] matches of `args[0]` in `fts` that pass `cond`.
+/// Row ids of the newest `limit` matches of `args[0]` in `fts` that pass `cond`.
 fn newest_matches(
     tx: &Connection,
     fts: &str,
     join: &str,
     cond: &str,
     args: Vec<Sql>,
+    limit: usize,
 ) -> Result<Vec<i64>, SearchError> {
     let sql = format!(
         "SELECT {fts}.rowid FROM {fts} {join}
          WHERE {fts} MATCH ?1 AND {cond}
-         ORDER BY {fts}.rowid DESC LIMIT {CANDIDATES}"
+         ORDER BY {fts}.rowid DESC LIMIT {limit}"
     );
     let mut st = tx.prepare_cached(&sql)?;
     let ids = st
@@ -143,6 +186,7 @@ fn bm25_rank(
     tx: &Connection,
     fts: &str,
     terms: &[Term],
+    dfs: &[f64],
     hits: Vec<(Hit, String)>,
     whole: usize,
     limit: usize,
@@ -155,12 +199,8 @@ fn bm25_rank(
             r.get::<_, Option<i64>>(0)
         })?
         .unwrap_or(1) as f64;
-    let mut df_st = tx.prepare_cached(&format!(
-        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
-    ))?;
     let mut weighted = Vec::with_capacity(terms.len());
-    for t in terms {
-        let df: f64 = df_st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64;
+    for (t, &df) in terms.iter().zip(dfs) {
         let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
         weighted.push((t.regex(), idf, t.literal.as_str()));
     }
@@ -215,10 +255,11 @@ fn search_raw(
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
     };
     let fts = Layer::Raw.fts_table();
-    let (full, partial) = candidates(&tx, fts, join, &cond, args, terms, limit)?;
+    let dfs = doc_freqs(&tx, fts, terms)?;
+    let (full, partial) = candidates(&tx, fts, join, &cond, args, terms, &dfs, limit)?;
     // The candidates already passed the filter.
     let mut hits = raw_rows(&tx, &full, &Filter::default())?;
     let whole = hits.len();
     hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
-    bm25_rank(&tx, fts, terms, hits, whole, limit)
+    bm25_rank(&tx, fts, terms, &dfs, hits, whole, limit)
 }

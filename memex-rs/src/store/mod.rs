@@ -57,6 +57,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_messages_ts",
         include_str!("../../../migrations/0009_messages_ts.sql"),
     ),
+    (
+        "0010_injections_session",
+        include_str!("../../../migrations/0010_injections_session.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.
