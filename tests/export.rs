@@ -232,6 +232,47 @@ fn a_project_exports_to_a_folder_with_an_index() {
     assert_eq!(nothing.status.code(), Some(3));
     let no_dir = home.memex(&["export", "--project", PROJECT]);
     assert!(String::from_utf8_lossy(&no_dir.stderr).contains("--out"));
+    // A limit that cuts the export says so.
+    let cut = home.memex(&[
+        "export",
+        "--project",
+        PROJECT,
+        "--limit",
+        "1",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(cut.status.success());
+    assert!(String::from_utf8_lossy(&cut.stderr).contains("stopped at --limit 1"));
+}
+
+/// An export overwrites a file as the owner's alone, and refuses a symlink put in its place
+/// (which could point the history anywhere).
+#[cfg(unix)]
+#[test]
+fn an_export_file_is_private_and_never_follows_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = imported();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("session.md");
+    std::fs::write(&out, "old").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = home.memex(&["export", SESSION, "--out", out.to_str().unwrap()]);
+    assert!(r.status.success(), "{r:?}");
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(std::fs::read_to_string(&out).unwrap().contains("parser"));
+    let target = dir.path().join("elsewhere.txt");
+    std::fs::write(&target, "untouched").unwrap();
+    let link = dir.path().join("link.md");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let r = home.memex(&["export", SESSION, "--out", link.to_str().unwrap()]);
+    assert!(!r.status.success());
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("symlink"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
 }
 
 #[test]

@@ -66,7 +66,13 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
                 a.since.clone(),
                 None,
             )?;
-            let sessions = read::list_sessions(&conn, &f, a.limit.min(100_000), 0)?;
+            let limit = a.limit.min(100_000);
+            let sessions = read::list_sessions(&conn, &f, limit, 0)?;
+            if sessions.len() as u32 == limit {
+                eprintln!(
+                    "note: stopped at --limit {limit} (the most recently active sessions); raise it for more"
+                );
+            }
             if sessions.is_empty() {
                 return Err(UserError {
                     message: "no session matches".into(),
@@ -78,8 +84,17 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             let mut written = Vec::new();
+            let mut names = std::collections::HashSet::new();
             for s in sessions {
-                let name = export::file_name(&s, format);
+                // Two ids that read the same once made safe (or cut) get a number, not one file.
+                let mut name = export::file_name(&s, format);
+                let mut n = 2;
+                while !names.insert(name.clone()) {
+                    let base = export::file_name(&s, format);
+                    let stem = base.trim_end_matches(&format!(".{}", format.extension()));
+                    name = format!("{stem}-{n}.{}", format.extension());
+                    n += 1;
+                }
                 let text = export::render(&conn, &s, format)?;
                 write_private(&dir.join(&name), &text)?;
                 written.push((s, name));
@@ -97,18 +112,29 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
     }
 }
 
-/// Writes `text` to `path`, readable by its owner only (an export holds the user's history).
+/// Writes `text` to `path`, readable by its owner only (an export holds the user's history): a
+/// file that was there keeps no wider mode, and a symlink in its place is refused, not
+/// followed.
 fn write_private(path: &Path, text: &str) -> Result<()> {
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
+        o.mode(0o600).custom_flags(libc::O_NOFOLLOW);
     }
-    let mut f = o
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let mut f = o.open(path).with_context(|| {
+        format!(
+            "cannot write {} (a symlink is not followed)",
+            path.display()
+        )
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot make {} private", path.display()))?;
+    }
     f.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

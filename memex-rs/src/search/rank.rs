@@ -103,9 +103,9 @@ fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Vec<f64>, Sea
 /// The rows to rank: the newest [`CANDIDATES`] with every term; and when they are fewer than
 /// `limit` (a question rarely has all its words in one message), rows with some of them: an
 /// answer of "nothing" to a question whose words are in the archive is a false absence. Those
-/// are looked for by dropping the commonest terms first (the rows with every rare term, then
-/// with all but the two commonest, …), the newest of each, until there are enough to rank;
-/// then with any of them.
+/// are looked for by dropping the commonest terms first (the rows with every term found but
+/// the commonest, then but the two commonest), the newest of each, until there are enough to
+/// rank; then with any of them.
 #[allow(clippy::too_many_arguments)]
 fn candidates(
     tx: &Connection,
@@ -131,7 +131,8 @@ fn candidates(
     let mut seen: std::collections::HashSet<i64> = full.iter().copied().collect();
     let mut partial = Vec::new();
     let most = rare.len().min(terms.len() - 1);
-    for k in (1..=most).rev() {
+    // Two steps at most: each is an AND over long doclists when the terms are common.
+    for k in (1..=most).rev().take(2) {
         let kept: Vec<Term> = rare[..k].iter().map(|t| (*t).clone()).collect();
         some[0] = Sql::Text(query::match_expr(&kept));
         for id in newest_matches(tx, fts, join, cond, some.clone(), want)? {

@@ -635,9 +635,9 @@ pub fn projects(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<ProjectRo
            FROM sessions s WHERE s.message_count > 0 AND COALESCE(s.git_root, s.project_path) IS NOT NULL)
          SELECT path, COUNT(*), group_concat(DISTINCT agent), MAX(updated_at),
            (SELECT x.summary FROM session_summaries x JOIN p q ON q.id = x.session_pk
-            WHERE q.path = p.path ORDER BY q.updated_at DESC LIMIT 1),
+            WHERE q.path = p.path ORDER BY q.updated_at DESC, q.id DESC LIMIT 1),
            (SELECT q.session_id FROM session_summaries x JOIN p q ON q.id = x.session_pk
-            WHERE q.path = p.path ORDER BY q.updated_at DESC LIMIT 1)
+            WHERE q.path = p.path ORDER BY q.updated_at DESC, q.id DESC LIMIT 1)
          FROM p GROUP BY path ORDER BY MAX(updated_at) DESC LIMIT {limit}"
     ))?;
     st.query_map([], |r| {

@@ -674,7 +674,10 @@ async fn dashboard_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Re
         let end = store::newest_message_ms(c)
             .map_err(e)?
             .map_or(now, |t| t.min(now));
-        let (since, until) = (end - (DAYS - 1) * 86_400_000 - end % 86_400_000, end + 1);
+        let (since, until) = (
+            end - (DAYS - 1) * 86_400_000 - end.rem_euclid(86_400_000),
+            end + 1,
+        );
         Ok((
             end,
             store::messages_per_day(c, since, until).map_err(e)?,
