@@ -104,8 +104,8 @@ fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Vec<f64>, Sea
 /// `limit` (a question rarely has all its words in one message), rows with some of them: an
 /// answer of "nothing" to a question whose words are in the archive is a false absence. Those
 /// are looked for by dropping the commonest terms first (the rows with every term found but
-/// the commonest, then but the two commonest), the newest of each, until there are enough to
-/// rank; then with any of them.
+/// the commonest, then but the two commonest, when a rare term anchors them), the newest of
+/// each, until there are enough to rank; then with any of them.
 #[allow(clippy::too_many_arguments)]
 fn candidates(
     tx: &Connection,
@@ -131,8 +131,11 @@ fn candidates(
     let mut seen: std::collections::HashSet<i64> = full.iter().copied().collect();
     let mut partial = Vec::new();
     let most = rare.len().min(terms.len() - 1);
-    // Two steps at most: each is an AND over long doclists when the terms are common.
-    for k in (1..=most).rev().take(2) {
+    // Two steps at most, and only with a rare term to anchor them: an AND of common terms only
+    // walks their long doclists for little (any of them, below, finds those rows).
+    let anchored = order.first().is_some_and(|&i| dfs[i] < DF_CAP as f64);
+    let steps = if anchored { 2 } else { 0 };
+    for k in (1..=most).rev().take(steps) {
         let kept: Vec<Term> = rare[..k].iter().map(|t| (*t).clone()).collect();
         some[0] = Sql::Text(query::match_expr(&kept));
         for id in newest_matches(tx, fts, join, cond, some.clone(), want)? {
