@@ -159,6 +159,15 @@ fn req() -> ChatRequest {
         user: "summarise this".into(),
         max_tokens: 100,
         json: true,
+        schema: None,
+    }
+}
+
+/// A request with the talk summary's schema, as the compact layer sends it.
+fn req_with_schema() -> ChatRequest {
+    ChatRequest {
+        schema: Some(memex::compact::prompt::l2_schema()),
+        ..req()
     }
 }
 
@@ -280,6 +289,71 @@ async fn ollama_json_and_ndjson() {
         ("Hi there", 12, 3)
     );
     assert_eq!(f.seen.lock().unwrap()[1].body["stream"], true);
+}
+
+/// Structured output, each provider its own way: the answer is valid by construction, so the
+/// tolerant parser stays a last resort.
+#[tokio::test]
+async fn structured_output_asks_each_provider_for_the_schema() {
+    let schema = memex::compact::prompt::l2_schema().schema;
+    let mut required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    required.sort();
+    assert_eq!(required, ["completed", "summary", "user_request"]);
+    assert_eq!(schema["additionalProperties"], false);
+    let answer = "{\"user_request\":\"a\",\"summary\":\"b\",\"completed\":\"c\"}";
+    // OpenAI-compatible (llama.cpp's server turns it into a grammar): response_format.
+    let (url, f) = fake(vec![Reply::Json(200, openai_answer(answer))]).await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    assert_eq!(p.chat(&req_with_schema()).await.unwrap().content, answer);
+    let rf = f.seen.lock().unwrap()[0].body["response_format"].clone();
+    assert_eq!(rf["type"], "json_schema");
+    assert_eq!(rf["json_schema"]["name"], "talk_summary");
+    assert_eq!(rf["json_schema"]["strict"], true);
+    assert_eq!(rf["json_schema"]["schema"], schema);
+    // Ollama: the schema as `format`.
+    let (url, f) = fake(vec![Reply::Json(
+        200,
+        json!({"model": "m",
+        "message": {"role": "assistant", "content": answer}, "done": true}),
+    )])
+    .await;
+    let p = llm::chat_provider("ollama", &settings("ollama", &url, false, 5)).unwrap();
+    assert_eq!(p.chat(&req_with_schema()).await.unwrap().content, answer);
+    assert_eq!(f.seen.lock().unwrap()[0].body["format"], schema);
+    // Anthropic: one tool whose input is the answer, and the model made to call it; the answer
+    // is that input.
+    let (url, f) = fake(vec![Reply::Json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "talk_summary",
+                     "input": {"user_request": "a", "summary": "b", "completed": "c"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 40, "output_tokens": 8}}),
+    )])
+    .await;
+    let p = llm::chat_provider("anthropic", &settings("anthropic", &url, false, 5)).unwrap();
+    let r = p.chat(&req_with_schema()).await.unwrap();
+    let got: Value = serde_json::from_str(&r.content).unwrap();
+    assert_eq!(got["summary"], "b");
+    let body = f.seen.lock().unwrap()[0].body.clone();
+    assert_eq!(body["tools"][0]["name"], "talk_summary");
+    assert_eq!(body["tools"][0]["input_schema"], schema);
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "tool", "name": "talk_summary"})
+    );
+    // What the compact layer parses from it.
+    let base = base_talk();
+    let parsed = memex::compact::prompt::parse_l2(&r.content, &base).unwrap();
+    assert_eq!(parsed.completed, "c");
 }
 
 #[tokio::test]
@@ -469,6 +543,7 @@ async fn write(
             base_talk(),
             |l| format!("write in {l}"),
             || "the talk".into(),
+            memex::compact::prompt::l2_schema(),
             Lang::Zh,
             memex::compact::prompt::parse_l2,
         )

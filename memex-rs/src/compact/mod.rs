@@ -374,6 +374,7 @@ impl Engine {
         heuristic: T,
         system: impl Fn(&str) -> String,
         user: impl Fn() -> String,
+        schema: crate::llm::Schema,
         lang: Lang,
         parse: impl Fn(&str, &T) -> Option<T>,
     ) -> Result<Written<T>, NotNow> {
@@ -412,6 +413,7 @@ impl Engine {
                 user: crate::redact::redact_text(&user()).0.into_owned(),
                 max_tokens: 1024,
                 json: true,
+                schema: Some(schema.clone()),
             };
             match p.chat(&req).await {
                 Ok(resp) => {

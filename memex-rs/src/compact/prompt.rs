@@ -118,6 +118,57 @@ pub fn l3_user(talks: &[TalkSummary], project: Option<&str>) -> String {
     s
 }
 
+/// An object of these string and string-array keys, every key required, nothing else.
+fn object(strings: &[&str], lists: &[&str], kinds: Option<&[&str]>) -> serde_json::Value {
+    let mut props = serde_json::Map::new();
+    for k in strings {
+        props.insert((*k).into(), serde_json::json!({"type": "string"}));
+    }
+    for k in lists {
+        props.insert(
+            (*k).into(),
+            serde_json::json!({"type": "array", "items": {"type": "string"}}),
+        );
+    }
+    if let Some(kinds) = kinds {
+        props.insert(
+            "type".into(),
+            serde_json::json!({"type": "string", "enum": kinds}),
+        );
+    }
+    let required: Vec<&String> = props.keys().collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The shape of an L1 answer, for the providers' structured output ([`l1_system`] says it too).
+pub fn l1_schema() -> crate::llm::Schema {
+    crate::llm::Schema {
+        name: "observation",
+        schema: object(&["title", "subtitle", "narrative"], &["facts"], Some(TYPES)),
+    }
+}
+
+/// The shape of an L2 answer ([`l2_system`]).
+pub fn l2_schema() -> crate::llm::Schema {
+    crate::llm::Schema {
+        name: "talk_summary",
+        schema: object(&["user_request", "summary", "completed"], &[], None),
+    }
+}
+
+/// The shape of an L3 answer ([`l3_system`]).
+pub fn l3_schema() -> crate::llm::Schema {
+    crate::llm::Schema {
+        name: "session_summary",
+        schema: object(&["summary"], &["key_points", "technologies"], None),
+    }
+}
+
 /// The JSON object in a model's answer: the whole text, or inside a code fence, or the span
 /// from the first `{` to the last `}`.
 pub fn extract_json(text: &str) -> Option<Value> {

@@ -42,25 +42,41 @@ impl Anthropic {
 
     async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut system = req.system.clone();
-        if req.json {
+        if req.json && req.schema.is_none() {
             system.push_str("\nAnswer with one JSON object and nothing else.");
         }
-        let body = json!({
+        let mut body = json!({
             "model": self.model,
             "max_tokens": req.max_tokens.min(self.max_tokens),
             "temperature": 0.2,
             "system": system,
             "messages": [{"role": "user", "content": req.user}],
         });
+        // Structured output: one tool whose input is the answer, and the model made to call it.
+        if let Some(s) = &req.schema {
+            body["tools"] = json!([{"name": s.name, "description": "Record the answer.",
+                                    "input_schema": s.schema}]);
+            body["tool_choice"] = json!({"type": "tool", "name": s.name});
+        }
         let url = format!("{}/v1/messages", self.endpoint);
         let v = self.core.post_json(&url, self.headers(), &body).await?;
-        let content: String = v["content"]
+        let blocks = v["content"]
             .as_array()
-            .ok_or_else(|| self.core.broken("the answer has no content blocks"))?
-            .iter()
-            .filter(|b| b["type"] == "text")
-            .filter_map(|b| b["text"].as_str())
-            .collect();
+            .ok_or_else(|| self.core.broken("the answer has no content blocks"))?;
+        let tool_input = req.schema.as_ref().and_then(|s| {
+            blocks
+                .iter()
+                .find(|b| b["type"] == "tool_use" && b["name"] == s.name)
+                .map(|b| b["input"].to_string())
+        });
+        let content: String = match tool_input {
+            Some(input) => input,
+            None => blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect(),
+        };
         Ok(ChatResponse {
             content,
             tokens_input: v["usage"]["input_tokens"].as_u64().unwrap_or(0),

@@ -44,13 +44,25 @@ use crate::config::CompactSettings;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One chat request: a system prompt and one user message, answered as JSON when `json`.
+/// One chat request: a system prompt and one user message, answered as JSON when `json`, and
+/// in the shape of `schema` when one is given (each provider's own structured-output
+/// mechanism, so that the answer is valid by construction).
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     pub system: String,
     pub user: String,
     pub max_tokens: u32,
     pub json: bool,
+    pub schema: Option<Schema>,
+}
+
+/// A JSON Schema for an answer (an object whose keys are all required, nothing else allowed:
+/// what OpenAI's strict mode, llama.cpp's grammar, Ollama's `format` and a forced Anthropic tool
+/// all accept), with the name the providers that want one show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schema {
+    pub name: &'static str,
+    pub schema: serde_json::Value,
 }
 
 /// What a provider answered and what it cost.

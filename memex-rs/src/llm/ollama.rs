@@ -39,8 +39,11 @@ impl Ollama {
             "stream": self.stream,
             "options": {"temperature": 0.2, "num_predict": req.max_tokens.min(self.max_tokens)},
         });
-        if req.json {
-            body["format"] = json!("json");
+        match &req.schema {
+            // Ollama constrains the output to the schema itself.
+            Some(s) => body["format"] = s.schema.clone(),
+            None if req.json => body["format"] = json!("json"),
+            None => {}
         }
         let url = format!("{}/api/chat", self.endpoint);
         let answer = self.core.post(&url, Default::default(), &body).await?;

@@ -66,8 +66,14 @@ impl OpenAi {
             "max_tokens": req.max_tokens.min(self.max_tokens),
             "temperature": 0.2,
         });
-        if req.json {
-            body["response_format"] = json!({"type": "json_object"});
+        match &req.schema {
+            // llama.cpp's server turns the schema into a grammar; OpenAI enforces it (strict).
+            Some(s) => {
+                body["response_format"] = json!({"type": "json_schema", "json_schema": {
+                    "name": s.name, "strict": true, "schema": s.schema}});
+            }
+            None if req.json => body["response_format"] = json!({"type": "json_object"}),
+            None => {}
         }
         if self.stream {
             body["stream"] = json!(true);

@@ -248,6 +248,7 @@ pub async fn execute(
                         base,
                         prompt::l1_system,
                         || prompt::l1_user(talk, &group),
+                        prompt::l1_schema(),
                         talk.lang,
                         prompt::parse_l1,
                     )
@@ -269,6 +270,7 @@ pub async fn execute(
                     base,
                     prompt::l2_system,
                     || prompt::l2_user(talk),
+                    prompt::l2_schema(),
                     talk.lang,
                     prompt::parse_l2,
                 )
@@ -297,6 +299,7 @@ pub async fn execute(
                     base,
                     prompt::l3_system,
                     || prompt::l3_user(&talks, data.project.as_deref()),
+                    prompt::l3_schema(),
                     data.lang,
                     prompt::parse_l3,
                 )
