@@ -22,6 +22,14 @@ def upstream_chat(base, body, stream):
     }
     if stream:
         req["stream_options"] = {"include_usage": True}
+    # Ollama's `format`: "json", or a JSON Schema the output must follow (Ollama enforces it;
+    # llama-server does the same from response_format).
+    fmt = body.get("format")
+    if fmt == "json":
+        req["response_format"] = {"type": "json_object"}
+    elif isinstance(fmt, dict):
+        req["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": "answer", "schema": fmt}}
     r = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(req).encode(),
                                headers={"Content-Type": "application/json"})
     return urllib.request.urlopen(r, timeout=600)

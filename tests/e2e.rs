@@ -666,6 +666,10 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
         json!(["flaky", "checkout", "test"]),
         "{v}"
     );
+    // The answer says that no row has all of it, and which word is nowhere.
+    let n = v["notice"].as_str().unwrap();
+    assert!(n.contains("no result has every word"), "{n}");
+    assert!(n.contains("nowhere in the archive: `fix`"), "{n}");
     assert!(hits.iter().any(|x| x["message_id"] == "a1"));
     // A Chinese question: its question words dropped, its words found.
     let v = h.json(&[

@@ -258,6 +258,8 @@ pub fn search(
         };
         if results.is_empty() {
             notice = join_notice(notice, filtered_out(conn, p, &terms)?);
+        } else {
+            notice = join_notice(notice, partial_only(conn, p, &terms, &results)?);
         }
         return Ok(SearchResponse {
             mode: "fts",
@@ -295,6 +297,8 @@ pub fn search(
     let results = fuse(lists, p.limit);
     if results.is_empty() {
         notice = join_notice(notice, filtered_out(conn, p, &terms)?);
+    } else {
+        notice = join_notice(notice, partial_only(conn, p, &terms, &results)?);
     }
     Ok(SearchResponse {
         mode,
@@ -308,6 +312,45 @@ fn join_notice(a: Option<String>, b: Option<String>) -> Option<String> {
         (Some(a), Some(b)) => Some(format!("{b}; {a}")),
         (a, b) => a.or(b),
     }
+}
+
+/// When words found results but no result has every word, says so, and names the words that
+/// are nowhere in the layers searched: "nothing has all of it" and "this word never came up"
+/// are answers too.
+fn partial_only(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[query::Term],
+    results: &[Hit],
+) -> rusqlite::Result<Option<String>> {
+    let worded: Vec<&Hit> = results.iter().filter(|h| !h.terms.is_empty()).collect();
+    if terms.len() < 2 || worded.is_empty() || worded.iter().any(|h| h.terms.len() >= terms.len()) {
+        return Ok(None);
+    }
+    let mut absent = Vec::new();
+    for t in terms {
+        let mut found = false;
+        for l in p.level.layers() {
+            let fts = l.fts_table();
+            found |= conn.query_row(
+                &format!("SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?1)"),
+                [&t.fts],
+                |r| r.get::<_, bool>(0),
+            )?;
+            if found {
+                break;
+            }
+        }
+        if !found {
+            absent.push(format!("`{}`", t.literal));
+        }
+    }
+    let mut n =
+        "no result has every word of the query; these have some (each names its words)".to_owned();
+    if !absent.is_empty() {
+        n.push_str(&format!("; nowhere in the archive: {}", absent.join(", ")));
+    }
+    Ok(Some(n))
 }
 
 /// When a filtered search found nothing and the filters are why, says so: an empty answer
