@@ -7,8 +7,9 @@
 # registries reachable here). Prints what was produced and how fast.
 #
 # The server and the model are cached outside the repo ($MEMEX_LLM_CACHE, default
-# ~/.cache/memex-llm); the first run compiles for ~17 CPU-minutes. The model is tiny and not
-# instruction-tuned: expect valid rows, token counts and heuristic fallbacks, not good prose.
+# ~/.cache/memex-llm); the first run compiles for ~17 CPU-minutes. The model is tiny: expect
+# valid rows (the answers are held to each layer's JSON Schema, whose length limits fit in the
+# 768 tokens a call may use), not good prose.
 #
 #   scripts/real-llm.sh [FIXTURE_SESSION.jsonl]
 set -euo pipefail
@@ -99,7 +100,7 @@ PY
 }
 
 run openai MEMEX_COMPACT_OPENAI_ENDPOINT="http://127.0.0.1:$LLAMA_PORT/v1" MEMEX_COMPACT_OPENAI_API_KEY=local \
-  MEMEX_COMPACT_OPENAI_MODEL=gemma-3-270m MEMEX_COMPACT_OPENAI_MAX_TOKENS=256
+  MEMEX_COMPACT_OPENAI_MODEL=gemma-3-270m MEMEX_COMPACT_OPENAI_MAX_TOKENS=768
 run ollama MEMEX_COMPACT_OLLAMA_ENDPOINT="http://127.0.0.1:$SHIM_PORT" MEMEX_COMPACT_OLLAMA_MODEL=gemma-3-270m \
-  MEMEX_COMPACT_OLLAMA_STREAM=true MEMEX_COMPACT_OLLAMA_MAX_TOKENS=256
+  MEMEX_COMPACT_OLLAMA_STREAM=true MEMEX_COMPACT_OLLAMA_MAX_TOKENS=768
 grep -E "eval time|prompt eval" "$WORK/llama.log" | tail -4 || true

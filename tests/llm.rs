@@ -319,6 +319,7 @@ async fn structured_output_asks_each_provider_for_the_schema() {
     assert_eq!(rf["json_schema"]["name"], "talk_summary");
     assert_eq!(rf["json_schema"]["strict"], true);
     assert_eq!(rf["json_schema"]["schema"], schema);
+    assert_eq!(schema["properties"]["summary"]["maxLength"], 800);
     // Ollama: the schema as `format`.
     let (url, f) = fake(vec![Reply::Json(
         200,
@@ -354,6 +355,75 @@ async fn structured_output_asks_each_provider_for_the_schema() {
     let base = base_talk();
     let parsed = memex::compact::prompt::parse_l2(&r.content, &base).unwrap();
     assert_eq!(parsed.completed, "c");
+}
+
+/// An endpoint that refuses the schema (a 400): asked again with OpenAI's strict subset (no
+/// length limits), then in JSON mode (DeepSeek's only mode), and remembered: the next request
+/// goes straight to what it takes. Ollama before 0.5: `"json"` after one refusal.
+#[tokio::test]
+async fn an_endpoint_that_refuses_the_schema_is_asked_with_less_of_it() {
+    let answer = "{\"user_request\":\"a\",\"summary\":\"b\",\"completed\":\"c\"}";
+    let refused = || {
+        Reply::Json(
+            400,
+            json!({"error": {"message": "unsupported response_format"}}),
+        )
+    };
+    let (url, f) = fake(vec![
+        refused(),
+        refused(),
+        Reply::Json(200, openai_answer(answer)),
+        Reply::Json(200, openai_answer(answer)),
+    ])
+    .await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    assert_eq!(p.chat(&req_with_schema()).await.unwrap().content, answer);
+    assert_eq!(p.chat(&req_with_schema()).await.unwrap().content, answer);
+    let seen = f.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    let rf: Vec<Value> = seen
+        .iter()
+        .map(|s| s.body["response_format"].clone())
+        .collect();
+    assert_eq!(
+        rf[0]["json_schema"]["schema"]["properties"]["summary"]["maxLength"],
+        800
+    );
+    assert_eq!(rf[1]["type"], "json_schema");
+    assert!(
+        rf[1]["json_schema"]["schema"]["properties"]["summary"]
+            .get("maxLength")
+            .is_none()
+    );
+    assert_eq!(rf[2], json!({"type": "json_object"}));
+    assert_eq!(rf[3], json!({"type": "json_object"}), "remembered");
+    let (url, f) = fake(vec![
+        refused(),
+        Reply::Json(
+            200,
+            json!({"model": "m",
+            "message": {"role": "assistant", "content": answer}, "done": true}),
+        ),
+    ])
+    .await;
+    let p = llm::chat_provider("ollama", &settings("ollama", &url, false, 5)).unwrap();
+    assert_eq!(p.chat(&req_with_schema()).await.unwrap().content, answer);
+    let seen = f.seen.lock().unwrap().clone();
+    assert!(seen[0].body["format"].is_object());
+    assert_eq!(seen[1].body["format"], "json");
+    // A refusal that is not about the schema (a bad key) is not retried.
+    let (url, f) = fake(vec![Reply::Json(401, json!({"error": "bad key"}))]).await;
+    let p = llm::chat_provider(
+        "openai",
+        &settings("openai", &format!("{url}/v1"), false, 5),
+    )
+    .unwrap();
+    assert!(p.chat(&req_with_schema()).await.is_err());
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]

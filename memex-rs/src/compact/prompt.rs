@@ -118,16 +118,27 @@ pub fn l3_user(talks: &[TalkSummary], project: Option<&str>) -> String {
     s
 }
 
-/// An object of these string and string-array keys, every key required, nothing else.
-fn object(strings: &[&str], lists: &[&str], kinds: Option<&[&str]>) -> serde_json::Value {
+/// An object of these string keys (with their longest length) and string-array keys (with
+/// their most items and each item's longest length), every key required, nothing else. The
+/// limits are those the parser keeps, smaller where a small model's budget of 1,024 tokens
+/// needs them to be.
+fn object(
+    strings: &[(&str, usize)],
+    lists: &[(&str, usize, usize)],
+    kinds: Option<&[&str]>,
+) -> serde_json::Value {
     let mut props = serde_json::Map::new();
-    for k in strings {
-        props.insert((*k).into(), serde_json::json!({"type": "string"}));
-    }
-    for k in lists {
+    for (k, max) in strings {
         props.insert(
             (*k).into(),
-            serde_json::json!({"type": "array", "items": {"type": "string"}}),
+            serde_json::json!({"type": "string", "maxLength": max}),
+        );
+    }
+    for (k, items, max) in lists {
+        props.insert(
+            (*k).into(),
+            serde_json::json!({"type": "array", "maxItems": items,
+                               "items": {"type": "string", "maxLength": max}}),
         );
     }
     if let Some(kinds) = kinds {
@@ -149,7 +160,11 @@ fn object(strings: &[&str], lists: &[&str], kinds: Option<&[&str]>) -> serde_jso
 pub fn l1_schema() -> crate::llm::Schema {
     crate::llm::Schema {
         name: "observation",
-        schema: object(&["title", "subtitle", "narrative"], &["facts"], Some(TYPES)),
+        schema: object(
+            &[("title", 100), ("subtitle", 160), ("narrative", 600)],
+            &[("facts", 5, 120)],
+            Some(TYPES),
+        ),
     }
 }
 
@@ -157,7 +172,11 @@ pub fn l1_schema() -> crate::llm::Schema {
 pub fn l2_schema() -> crate::llm::Schema {
     crate::llm::Schema {
         name: "talk_summary",
-        schema: object(&["user_request", "summary", "completed"], &[], None),
+        schema: object(
+            &[("user_request", 300), ("summary", 800), ("completed", 300)],
+            &[],
+            None,
+        ),
     }
 }
 
@@ -165,7 +184,11 @@ pub fn l2_schema() -> crate::llm::Schema {
 pub fn l3_schema() -> crate::llm::Schema {
     crate::llm::Schema {
         name: "session_summary",
-        schema: object(&["summary"], &["key_points", "technologies"], None),
+        schema: object(
+            &[("summary", 900)],
+            &[("key_points", 6, 120), ("technologies", 8, 40)],
+            None,
+        ),
     }
 }
 

@@ -56,13 +56,61 @@ pub struct ChatRequest {
     pub schema: Option<Schema>,
 }
 
-/// A JSON Schema for an answer (an object whose keys are all required, nothing else allowed:
-/// what OpenAI's strict mode, llama.cpp's grammar, Ollama's `format` and a forced Anthropic tool
-/// all accept), with the name the providers that want one show.
+/// A JSON Schema for an answer (an object whose keys are all required, nothing else allowed),
+/// with the name the providers that want one show. Its strings and arrays carry length limits,
+/// so that a small local model whose grammar enforces them closes its answer within its token
+/// budget instead of being cut off mid-string.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schema {
     pub name: &'static str,
     pub schema: serde_json::Value,
+}
+
+impl Schema {
+    /// The schema without length limits: the subset OpenAI's strict mode takes.
+    pub fn without_limits(&self) -> serde_json::Value {
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for k in ["maxLength", "minLength", "maxItems", "minItems"] {
+                        m.remove(k);
+                    }
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut s = self.schema.clone();
+        strip(&mut s);
+        s
+    }
+}
+
+/// How much of a [`Schema`] an endpoint takes, learnt from its refusals (a 400 or 422 to the
+/// request): all of it; without length limits (OpenAI's strict subset); or none, JSON mode only
+/// (DeepSeek, older Ollama and llama.cpp servers). Kept per provider for the process.
+#[derive(Debug, Default)]
+pub struct SchemaSupport(std::sync::atomic::AtomicU8);
+
+impl SchemaSupport {
+    pub const FULL: u8 = 0;
+    pub const NO_LIMITS: u8 = 1;
+    pub const JSON_ONLY: u8 = 2;
+
+    pub fn level(&self) -> u8 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// After a refusal at `level`: whether a lesser level is left to try.
+    pub fn refused(&self, level: u8, last: u8) -> bool {
+        if level >= last {
+            return false;
+        }
+        self.0
+            .fetch_max(level + 1, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
 }
 
 /// What a provider answered and what it cost.

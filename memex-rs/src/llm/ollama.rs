@@ -14,6 +14,7 @@ pub struct Ollama {
     stream: bool,
     max_tokens: u32,
     dimension: std::sync::atomic::AtomicUsize,
+    schemas: super::SchemaSupport,
 }
 
 impl Ollama {
@@ -26,10 +27,27 @@ impl Ollama {
             stream: p.stream,
             max_tokens: p.max_tokens,
             dimension: Default::default(),
+            schemas: Default::default(),
         }
     }
 
     async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        use super::SchemaSupport as S;
+        loop {
+            let level = self.schemas.level();
+            match self.chat_at(req, level).await {
+                // Ollama before 0.5 takes only `"json"`.
+                Err(LlmError::Rejected { status, .. })
+                    if req.schema.is_some()
+                        && matches!(status, 400 | 422)
+                        && self.schemas.refused(level, S::NO_LIMITS) => {}
+                other => return other,
+            }
+        }
+    }
+
+    async fn chat_at(&self, req: &ChatRequest, level: u8) -> Result<ChatResponse, LlmError> {
+        use super::SchemaSupport as S;
         let mut body = json!({
             "model": self.model,
             "messages": [
@@ -41,9 +59,9 @@ impl Ollama {
         });
         match &req.schema {
             // Ollama constrains the output to the schema itself.
-            Some(s) => body["format"] = s.schema.clone(),
-            None if req.json => body["format"] = json!("json"),
-            None => {}
+            Some(s) if level == S::FULL => body["format"] = s.schema.clone(),
+            _ if req.json || req.schema.is_some() => body["format"] = json!("json"),
+            _ => {}
         }
         let url = format!("{}/api/chat", self.endpoint);
         let answer = self.core.post(&url, Default::default(), &body).await?;

@@ -19,6 +19,7 @@ pub struct OpenAi {
     max_tokens: u32,
     openrouter: bool,
     dimension: std::sync::atomic::AtomicUsize,
+    schemas: super::SchemaSupport,
 }
 
 impl OpenAi {
@@ -33,6 +34,7 @@ impl OpenAi {
             max_tokens: p.max_tokens,
             openrouter,
             dimension: Default::default(),
+            schemas: Default::default(),
         }
     }
 
@@ -57,6 +59,28 @@ impl OpenAi {
     }
 
     async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        use super::SchemaSupport as S;
+        loop {
+            let level = self.schemas.level();
+            match self.chat_at(req, level).await {
+                Err(LlmError::Rejected { status, .. })
+                    if req.schema.is_some()
+                        && matches!(status, 400 | 422)
+                        && self.schemas.refused(level, S::JSON_ONLY) =>
+                {
+                    tracing::info!(
+                        provider = %self.core.name,
+                        "the endpoint refused the answer's schema; asking with less of it"
+                    );
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One request, with as much of the schema as `level` says (see [`super::SchemaSupport`]).
+    async fn chat_at(&self, req: &ChatRequest, level: u8) -> Result<ChatResponse, LlmError> {
+        use super::SchemaSupport as S;
         let mut body = json!({
             "model": self.model,
             "messages": [
@@ -68,12 +92,19 @@ impl OpenAi {
         });
         match &req.schema {
             // llama.cpp's server turns the schema into a grammar; OpenAI enforces it (strict).
-            Some(s) => {
+            Some(s) if level < S::JSON_ONLY => {
+                let schema = if level == S::FULL {
+                    s.schema.clone()
+                } else {
+                    s.without_limits()
+                };
                 body["response_format"] = json!({"type": "json_schema", "json_schema": {
-                    "name": s.name, "strict": true, "schema": s.schema}});
+                    "name": s.name, "strict": true, "schema": schema}});
             }
-            None if req.json => body["response_format"] = json!({"type": "json_object"}),
-            None => {}
+            _ if req.json || req.schema.is_some() => {
+                body["response_format"] = json!({"type": "json_object"})
+            }
+            _ => {}
         }
         if self.stream {
             body["stream"] = json!(true);
