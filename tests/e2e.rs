@@ -793,3 +793,32 @@ fn the_end_of_a_long_text_is_found_and_old_archives_catch_up() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--words"));
 }
+
+/// A Chinese word written against Latin text or split by punctuation is found, quoted or not
+/// (the index splits CJK runs there).
+#[test]
+fn cjk_next_to_latin_or_punctuation_is_found() {
+    let h = Home::empty();
+    let s = "99999999-2222-4333-8444-555555555555";
+    h.write_claude(
+        "/home/dev/app",
+        s,
+        &[
+            claude_prompt(s, "m1", "/home/dev/app", "用 修复redis缓存 解决了超时"),
+            claude_prompt(s, "m2", "/home/dev/app", "登录失败，验证码错误"),
+        ],
+    );
+    h.json(&["import", "--json"]);
+    for (q, id) in [
+        ("修复redis缓存 超时", "m1"),
+        ("\"修复redis缓存\"", "m1"),
+        ("登录失败，验证码错误", "m2"),
+        ("\"失败，验证码\"", "m2"),
+    ] {
+        let v = h.json(&["search", q, "--mode", "fts", "--json"]);
+        let hits = search_hits(&v);
+        assert!(!hits.is_empty(), "{q}: {v}");
+        assert_eq!(hits[0]["message_id"], id, "{q}: {v}");
+        assert!(v["notice"].is_null(), "{q}: every word is there: {v}");
+    }
+}

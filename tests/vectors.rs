@@ -107,7 +107,7 @@ fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
     // disclosure, widget); what they find are partial matches that say so.
     let fts = search_json(&h, &model, &["--mode", "fts", q]);
     for r in fts["results"].as_array().unwrap() {
-        assert!(r["terms"].as_array().unwrap().len() < 5, "{r}");
+        assert!(r["terms"].as_array().map_or(0, Vec::len) < 5, "{r}");
     }
     let vec = search_json(&h, &model, &["--mode", "vector", "--limit", "3", q]);
     assert_eq!(vec["mode"], "vector");

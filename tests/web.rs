@@ -591,6 +591,7 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     s.wait_for(30, "the hidden tab's stream closed", |_| {
         (streams() == 0).then_some(())
     });
+    let before = stored();
     append(
         &home,
         PROJECT,
@@ -602,7 +603,10 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
             "Replays older than 300 s now get a 400.",
         ),
     );
-    std::thread::sleep(Duration::from_secs(2));
+    s.wait_for(30, "the line stored while the tab is hidden", |_| {
+        (stored() > before).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
         d.eval("document.body.innerText.includes('now get a 400')"),
         json!(false),

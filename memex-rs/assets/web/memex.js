@@ -23,7 +23,7 @@ document.addEventListener("keydown", (e) => {
   if (!form) return;
   let timer = 0;
   let seq = 0;
-  // A request typed over is cancelled: it would hold one of the service's readers for nothing.
+  // A request typed over is abandoned: its answer would only be thrown away.
   let inflight = null;
   const links = () => Array.from(document.querySelectorAll("#result-list a.result"));
   // The arrows move the focus itself (a screen reader reads the result focused; Enter on it
@@ -141,6 +141,19 @@ document.addEventListener("keydown", (e) => {
     if (source) return;
     source = new EventSource(live.dataset.events);
     source.addEventListener("ingest", update);
+    // Refused (the service holds too many live pages) or gone for good: the browser does not
+    // retry that by itself; try again in a while, and catch up then.
+    source.addEventListener("error", () => {
+      if (source && source.readyState === EventSource.CLOSED) {
+        source = null;
+        setTimeout(() => {
+          if (!document.hidden && !source) {
+            listen();
+            update();
+          }
+        }, 30000);
+      }
+    });
   };
   document.addEventListener("visibilitychange", () => {
     if (document.hidden) {

@@ -166,12 +166,15 @@ fn log_line(line: &str) -> bool {
     }) || t.contains(" panicked at ");
     let letters = t.chars().filter(|c| c.is_alphabetic()).count();
     let symbolic = letters * 2 < t.chars().filter(|c| !c.is_whitespace()).count();
+    // A time stamp or a counter, not a numbered list item (`1. do this`).
+    let stamped = first.is_ascii_digit()
+        && t.chars()
+            .take(8)
+            .find(|c| !c.is_ascii_digit())
+            .is_some_and(|c| matches!(c, '-' | ':' | '/' | '|' | ']'));
     indented
-        || first.is_ascii_digit()
-        || matches!(
-            first,
-            '[' | '(' | '{' | '}' | '<' | '#' | '$' | '>' | '|' | '+' | '-' | '='
-        )
+        || stamped
+        || matches!(first, '[' | '{' | '}' | '<' | '$' | '|' | '=')
         || levels.iter().any(|l| t.starts_with(l))
         || frame
         || located
@@ -224,6 +227,11 @@ mod tests {
             "ERROR pool exhausted\nINFO retry 1\nINFO retry 2\nINFO retry 3\nINFO retry 4\nwhat does this mean?",
             // Four lines of a log are not enough to tell.
             "ERROR a\nERROR b\nERROR c\nERROR d",
+            // Lists a person writes: Markdown bullets, numbered steps, headings.
+            "# Plan\n- move the parser\n- keep the cache\n- drop the old flag\n- update the docs",
+            "1. move the parser\n2. keep the cache\n3. drop the old flag\n4. update the docs\n5. ship",
+            // A Chinese question mark.
+            "错误日志如下\n2026-06-01 ERROR a\n2026-06-01 ERROR b\n2026-06-01 ERROR c\n2026-06-01 ERROR d\n怎么修？",
             "Refactor the session store so that\nreads never wait for the writer\nand the pool is shared\nby the API and the hooks\nlike we discussed",
             "修复登录页面的验证码刷新问题",
         ] {

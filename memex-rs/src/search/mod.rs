@@ -212,10 +212,14 @@ pub fn search(
     if p.limit == 0 || p.limit > 1000 {
         return Err(SearchError::Limit(p.limit));
     }
-    let terms = query::parse_query(&p.query);
-    if terms.len() > MAX_TERMS {
-        return Err(SearchError::TooManyTerms(terms.len()));
+    // What the user typed is limited; what it expands to (CJK words as their bigrams) is
+    // bounded too, to the first of them, so that a long Chinese question is not refused.
+    let typed = p.query.split_whitespace().count();
+    if typed > MAX_TERMS {
+        return Err(SearchError::TooManyTerms(typed));
     }
+    let mut terms = query::parse_query(&p.query);
+    terms.truncate(2 * MAX_TERMS);
     let mut notice = None;
     let vectors = match (p.mode, sem) {
         (Mode::Fts, _) => None,

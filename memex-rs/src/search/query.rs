@@ -82,7 +82,25 @@ fn cjk_pieces(word: &str) -> Vec<String> {
             w = w.replace(stop, " ");
         }
     }
-    w.split_whitespace().map(str::to_owned).collect()
+    // Then at punctuation and where CJK meets Latin (`修复redis缓存` asks about three things),
+    // as the index splits them.
+    let mut pieces = Vec::new();
+    let mut cur = String::new();
+    let mut cur_cjk = false;
+    for c in w.chars() {
+        let keep = c.is_alphanumeric() || is_cjk(c);
+        if !cur.is_empty() && (!keep || is_cjk(c) != cur_cjk) {
+            pieces.push(std::mem::take(&mut cur));
+        }
+        if keep {
+            cur_cjk = is_cjk(c);
+            cur.push(c);
+        }
+    }
+    if !cur.is_empty() {
+        pieces.push(cur);
+    }
+    pieces
 }
 
 /// A piece of an unquoted CJK question as terms of their own: its bigrams, as the index has
@@ -172,38 +190,37 @@ fn term(chunk: &str, prefix: bool, plain: bool) -> Option<Term> {
     if tokens.is_empty() {
         return None;
     }
+    // The runs of CJK and of other letters and digits, in order, as the index has them: a CJK
+    // run as its bigrams, and its last character too when the phrase goes on after it.
+    let mut runs: Vec<(String, bool)> = Vec::new();
+    for t in &tokens {
+        for c in t.chars() {
+            match runs.last_mut() {
+                Some((r, cjk)) if *cjk == is_cjk(c) => r.push(c),
+                _ => runs.push((c.to_string(), is_cjk(c))),
+            }
+        }
+        // A token ends a run even when the next starts in the same script.
+        runs.push((String::new(), false));
+    }
+    runs.retain(|(r, _)| !r.is_empty());
     let mut parts: Vec<String> = Vec::new();
     let mut single_cjk = None;
-    for t in &tokens {
-        // Split each token into Latin pieces and CJK runs.
-        let mut cur = String::new();
-        let mut cur_cjk = false;
-        let mut push = |s: &mut String, cjk: bool, parts: &mut Vec<String>| {
-            if s.is_empty() {
-                return;
-            }
-            if cjk {
-                let chars: Vec<char> = s.chars().collect();
-                if chars.len() == 1 {
-                    single_cjk = Some(s.clone());
-                    parts.push(s.clone());
-                } else {
-                    parts.extend(chars.windows(2).map(|w| w.iter().collect::<String>()));
-                }
-            } else {
-                parts.push(s.clone());
-            }
-            s.clear();
-        };
-        for c in t.chars() {
-            let c_cjk = is_cjk(c);
-            if c_cjk != cur_cjk {
-                push(&mut cur, cur_cjk, &mut parts);
-                cur_cjk = c_cjk;
-            }
-            cur.push(c);
+    for (i, (run, cjk)) in runs.iter().enumerate() {
+        if !cjk {
+            parts.push(run.clone());
+            continue;
         }
-        push(&mut cur, cur_cjk, &mut parts);
+        let chars: Vec<char> = run.chars().collect();
+        if chars.len() == 1 {
+            single_cjk = Some(run.clone());
+            parts.push(run.clone());
+            continue;
+        }
+        parts.extend(chars.windows(2).map(|w| w.iter().collect::<String>()));
+        if i + 1 < runs.len() {
+            parts.push(chars[chars.len() - 1].to_string());
+        }
     }
     let phrase = format!("\"{}\"", parts.join(" "));
     // A lone CJK character is indexed only as the first half of bigrams (or a run's last
@@ -322,6 +339,22 @@ mod tests {
         assert_eq!(q[0].fts, "\"认证\"");
         assert_eq!(all_terms("\"认证失败\"")[0].fts, "\"认证 证失 失败\"");
         assert_eq!(parse_query("认")[0].fts, "\"认\"*");
+        // A run followed by more of the phrase carries its last character, as indexed
+        // (`修复redis缓存` → `修复 复 redis 缓存 存`).
+        assert_eq!(
+            all_terms("\"修复redis缓存\"")[0].fts,
+            "\"修复 复 redis 缓存\""
+        );
+        assert_eq!(
+            all_terms("\"登录失败，验证码\"")[0].fts,
+            "\"登录 录失 失败 败 验证 证码\""
+        );
+        // Unquoted, CJK meeting Latin or punctuation splits the words.
+        assert_eq!(literals("修复redis缓存"), ["修复", "redis", "缓存"]);
+        assert_eq!(
+            literals("登录失败，验证码错误"),
+            ["登录", "录失", "失败", "验证", "证码", "码错", "错误"]
+        );
     }
 
     fn literals(q: &str) -> Vec<String> {

@@ -147,8 +147,9 @@ fn candidates(
             return Ok((full, partial));
         }
     }
-    // Still short (a small archive, or rows that have only common terms): any of them.
-    if rare.len() > 1 {
+    // Still short (a small archive, or rows that have only common terms): any of them (the
+    // one, when only one is anywhere).
+    if !rare.is_empty() {
         let found: Vec<Term> = rare.iter().map(|t| (*t).clone()).collect();
         some[0] = Sql::Text(query::match_any(&found));
         for id in newest_matches(tx, fts, join, cond, some, want)? {
