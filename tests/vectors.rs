@@ -123,7 +123,7 @@ fn meaning_finds_what_words_cannot_and_hybrid_labels_its_sources() {
     // Every vector is there: the only thing to say is that no row has all the words.
     let n = hybrid["notice"].as_str().unwrap_or("");
     assert!(
-        n.is_empty() || n.starts_with("no result has every word"),
+        n.is_empty() || (n.starts_with("no result has every word") && !n.contains("wait")),
         "{hybrid}"
     );
 

@@ -432,7 +432,35 @@ impl Actor {
 
     /// Puts each root's watch where it belongs: on the root when it exists, else on its nearest
     /// existing ancestor. A root that has just appeared is scanned when `scan_new` is set.
+    /// Folders can appear while the watches are placed (`mkdir -p` of a whole path, then a
+    /// file): the placing is repeated until nothing moves, so that no level appears unseen
+    /// between one watch and the next.
     fn place_watches(&mut self, scan_new: bool) {
+        for _ in 0..16 {
+            if !self.place_watches_once(scan_new) {
+                break;
+            }
+        }
+        let states = self
+            .roots
+            .iter()
+            .map(|r| RootState {
+                agent: r.agent.clone(),
+                path: r.path.clone(),
+                state: match (&r.error, &r.watched) {
+                    (Some(_), _) => "failed",
+                    (None, Some(w)) if w == &r.target => "watching",
+                    _ => "waiting",
+                },
+                error: r.error.clone(),
+            })
+            .collect();
+        *self.status.roots.lock().unwrap_or_else(|e| e.into_inner()) = states;
+    }
+
+    /// One pass of [`Self::place_watches`]; whether any watch moved.
+    fn place_watches_once(&mut self, scan_new: bool) -> bool {
+        let mut moved = false;
         let targets: Vec<Option<PathBuf>> = self
             .roots
             .iter()
@@ -474,6 +502,7 @@ impl Actor {
             };
             match self.watcher.watch(&t, mode) {
                 Ok(()) => {
+                    moved = true;
                     if t == r.target {
                         tracing::info!(agent = %r.agent, root = %r.path.display(), "watching");
                         if scan_new {
@@ -501,20 +530,6 @@ impl Actor {
             c.scans.extend(scans);
             self.pending.merge(c);
         }
-        let states = self
-            .roots
-            .iter()
-            .map(|r| RootState {
-                agent: r.agent.clone(),
-                path: r.path.clone(),
-                state: match (&r.error, &r.watched) {
-                    (Some(_), _) => "failed",
-                    (None, Some(w)) if w == &r.target => "watching",
-                    _ => "waiting",
-                },
-                error: r.error.clone(),
-            })
-            .collect();
-        *self.status.roots.lock().unwrap_or_else(|e| e.into_inner()) = states;
+        moved
     }
 }

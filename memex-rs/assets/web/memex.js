@@ -71,6 +71,7 @@ document.addEventListener("keydown", (e) => {
   });
   // From the box and the results only: in a select the arrows choose an option.
   document.addEventListener("keydown", (e) => {
+    if (e.isComposing) return; // an input method is choosing characters
     const t = e.target;
     const inList = t instanceof HTMLAnchorElement && t.closest("#result-list");
     if (!(t instanceof HTMLElement) || (t.id !== "q" && !inList)) return;
@@ -141,6 +142,12 @@ document.addEventListener("keydown", (e) => {
     if (source) return;
     source = new EventSource(live.dataset.events);
     source.addEventListener("ingest", update);
+    // Connected again after the service restarted: what changed meanwhile was not announced.
+    let opened = false;
+    source.addEventListener("open", () => {
+      if (opened) update();
+      opened = true;
+    });
     // Refused (the service holds too many live pages) or gone for good: the browser does not
     // retry that by itself; try again in a while, and catch up then.
     source.addEventListener("error", () => {

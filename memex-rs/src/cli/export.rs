@@ -67,8 +67,9 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
                 None,
             )?;
             let limit = a.limit.min(100_000);
-            let sessions = read::list_sessions(&conn, &f, limit, 0)?;
-            if sessions.len() as u32 == limit {
+            let mut sessions = read::list_sessions(&conn, &f, limit + 1, 0)?;
+            if sessions.len() as u32 > limit {
+                sessions.truncate(limit as usize);
                 eprintln!(
                     "note: stopped at --limit {limit} (the most recently active sessions); raise it for more"
                 );
@@ -89,7 +90,9 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
                 // Two ids that read the same once made safe (or cut) get a number, not one file.
                 let mut name = export::file_name(&s, format);
                 let mut n = 2;
-                while !names.insert(name.clone()) {
+                // Compared without case: two names that differ only in case are one file on
+                // macOS and Windows.
+                while !names.insert(name.to_lowercase()) {
                     let base = export::file_name(&s, format);
                     let stem = base.trim_end_matches(&format!(".{}", format.extension()));
                     name = format!("{stem}-{n}.{}", format.extension());

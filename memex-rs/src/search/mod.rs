@@ -334,7 +334,8 @@ fn partial_only(
     let mut absent = Vec::new();
     for t in terms {
         let mut found = false;
-        for l in p.level.layers() {
+        // The messages hold every word any layer was written from.
+        for l in std::iter::once(&Layer::Raw).chain(p.level.layers()) {
             let fts = l.fts_table();
             found |= conn.query_row(
                 &format!("SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?1)"),

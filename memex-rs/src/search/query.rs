@@ -129,7 +129,14 @@ fn cjk_bigrams(piece: &str) -> Vec<String> {
 /// [`cjk_pieces`]) are dropped unless nothing else is left. Returns no terms when nothing
 /// searchable is left.
 pub fn parse_query(q: &str) -> Vec<Term> {
-    let terms = all_terms(q);
+    let mut terms = all_terms(q);
+    // A single CJK character left over between question words (`改` of `为什么改了缓存`)
+    // matches every word it starts, at the cost of a prefix query: kept only when alone.
+    let lone =
+        |t: &Term| t.plain && t.literal.chars().count() == 1 && t.literal.chars().all(is_cjk);
+    if terms.iter().any(|t| !lone(t)) {
+        terms.retain(|t| !lone(t));
+    }
     let significant: Vec<Term> = terms
         .iter()
         .filter(|t| !(t.plain && STOP_WORDS.contains(&t.literal.to_lowercase().as_str())))
@@ -239,21 +246,32 @@ impl Term {
     pub fn regex(&self) -> Option<regex::Regex> {
         let words: Vec<String> = self.literal.split(' ').map(regex::escape).collect();
         let mut pattern = words.join(r"[^\p{L}\p{N}]+");
-        // Whole words, as the index has them (`fix` is not in `Fixed`); CJK runs have no
-        // word boundaries to match.
-        let latin = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() && !is_cjk(c));
-        if latin(self.literal.chars().next()) {
-            pattern.insert_str(0, r"\b");
-        }
         if self.fts.ends_with('*') {
             pattern.push_str(r"[\p{L}\p{N}]*");
-        } else if latin(self.literal.chars().last()) {
-            pattern.push_str(r"\b");
         }
         regex::RegexBuilder::new(&pattern)
             .case_insensitive(true)
             .build()
             .ok()
+    }
+}
+
+impl Term {
+    /// How often `re` (this term's [`Term::regex`]) occurs in `text` as whole words, the way
+    /// the index splits them: `fix` is not in `Fixed`, but `redis` is in `redis_cache` and in
+    /// `用redis做` (an underscore and CJK end a word there; `\b` would say otherwise).
+    pub fn count(&self, re: &regex::Regex, text: &str) -> usize {
+        let latin = |c: char| c.is_alphanumeric() && !is_cjk(c);
+        let start = self.literal.chars().next().is_some_and(latin);
+        let end = !self.fts.ends_with('*') && self.literal.chars().last().is_some_and(latin);
+        re.find_iter(text)
+            .filter(|m| {
+                let glued_before =
+                    start && text[..m.start()].chars().next_back().is_some_and(latin);
+                let glued_after = end && text[m.end()..].chars().next().is_some_and(latin);
+                !glued_before && !glued_after
+            })
+            .count()
     }
 }
 
@@ -378,7 +396,8 @@ mod tests {
             literals("如何修复登录页面的验证码"),
             ["修复", "复登", "登录", "录页", "页面", "验证", "证码"]
         );
-        assert_eq!(literals("上次我们为什么改了缓存"), ["改", "缓存"]);
+        // A lone character left between question words goes when there is more.
+        assert_eq!(literals("上次我们为什么改了缓存"), ["缓存"]);
         assert_eq!(
             literals("我们之前怎么修复验证码的"),
             ["修复", "复验", "验证", "证码"]
@@ -388,7 +407,7 @@ mod tests {
         // Japanese: the hiragana between the kanji and katakana words are grammar.
         assert_eq!(
             literals("ログインの不具合を直した"),
-            ["ログ", "グイ", "イン", "不具", "具合", "直"]
+            ["ログ", "グイ", "イン", "不具", "具合"]
         );
         // All hiragana: not split at its hiragana (its bigrams, like any CJK word).
         assert_eq!(literals("ありがとう"), ["あり", "りが", "がと", "とう"]);
@@ -416,6 +435,18 @@ mod tests {
                 assert_eq!(got, want, "{q}");
             }
         }
+    }
+
+    #[test]
+    fn terms_count_whole_words_as_the_index_splits_them() {
+        let count = |q: &str, text: &str| {
+            let t = &parse_query(q)[0];
+            t.count(&t.regex().unwrap(), text)
+        };
+        assert_eq!(count("fix", "Fixed it, then fix again; prefix"), 1);
+        assert_eq!(count("redis", "redis_cache and 用redis做缓存, Redis!"), 3);
+        assert_eq!(count("pref*", "prefix prefer apref"), 2);
+        assert_eq!(count("缓存", "修复redis缓存的问题"), 1);
     }
 
     #[test]

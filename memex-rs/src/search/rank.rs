@@ -119,7 +119,7 @@ fn candidates(
 ) -> Result<(Vec<i64>, Vec<i64>), SearchError> {
     let mut some = args.clone();
     let full = newest_matches(tx, fts, join, cond, args, CANDIDATES)?;
-    if full.len() >= limit || terms.len() < 2 {
+    if full.len() >= limit.min(CANDIDATES) || terms.len() < 2 {
         return Ok((full, Vec::new()));
     }
     let want = (limit * 3).clamp(30, CANDIDATES);
@@ -207,7 +207,7 @@ fn bm25_rank(
     let mut weighted = Vec::with_capacity(terms.len());
     for (t, &df) in terms.iter().zip(dfs) {
         let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
-        weighted.push((t.regex(), idf, t.literal.as_str()));
+        weighted.push((t.regex(), idf, t));
     }
     // Length in bytes: BM25 only needs lengths relative to the average.
     let avg = hits.iter().map(|h| h.1.len().max(1)).sum::<usize>() as f64 / hits.len() as f64;
@@ -217,14 +217,14 @@ fn bm25_rank(
         .map(|(i, (mut hit, text))| {
             let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
             let mut score = 0.0;
-            for (re, idf, literal) in &weighted {
-                let count = re.as_ref().map_or(0, |re| re.find_iter(&text).count());
+            for (re, idf, term) in &weighted {
+                let count = re.as_ref().map_or(0, |re| term.count(re, &text));
                 // A row with every term has each, even where the expression cannot see it
                 // (folded accents, a CJK phrase across a line break).
                 let tf = if i < whole { count.max(1) } else { count };
                 if tf > 0 {
                     score += idf * tf as f64 * 2.2 / (tf as f64 + norm);
-                    hit.terms.push((*literal).to_owned());
+                    hit.terms.push(term.literal.clone());
                 }
             }
             hit.score = score;
