@@ -111,6 +111,37 @@ impl SchemaSupport {
             .fetch_max(level + 1, std::sync::atomic::Ordering::Relaxed);
         true
     }
+
+    /// Asks (`ask(level)`) at the level the endpoint takes; when it refuses the schema (a 400
+    /// or 422 to a request that carries one), asks again with less of it, down to `last`.
+    pub async fn ask<F, Fut>(
+        &self,
+        provider: &str,
+        req: &ChatRequest,
+        last: u8,
+        ask: F,
+    ) -> Result<ChatResponse, LlmError>
+    where
+        F: Fn(u8) -> Fut,
+        Fut: Future<Output = Result<ChatResponse, LlmError>>,
+    {
+        loop {
+            let level = self.level();
+            match ask(level).await {
+                Err(LlmError::Rejected { status, .. })
+                    if req.schema.is_some()
+                        && matches!(status, 400 | 422)
+                        && self.refused(level, last) =>
+                {
+                    tracing::info!(
+                        provider,
+                        "the endpoint refused the answer's schema; asking with less of it"
+                    );
+                }
+                other => return other,
+            }
+        }
+    }
 }
 
 /// What a provider answered and what it cost.

@@ -32,18 +32,11 @@ impl Ollama {
     }
 
     async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        use super::SchemaSupport as S;
-        loop {
-            let level = self.schemas.level();
-            match self.chat_at(req, level).await {
-                // Ollama before 0.5 takes only `"json"`.
-                Err(LlmError::Rejected { status, .. })
-                    if req.schema.is_some()
-                        && matches!(status, 400 | 422)
-                        && self.schemas.refused(level, S::NO_LIMITS) => {}
-                other => return other,
-            }
-        }
+        // Ollama before 0.5 takes only `"json"`: one step down is all there is.
+        let last = super::SchemaSupport::NO_LIMITS;
+        self.schemas
+            .ask(&self.core.name, req, last, |level| self.chat_at(req, level))
+            .await
     }
 
     async fn chat_at(&self, req: &ChatRequest, level: u8) -> Result<ChatResponse, LlmError> {

@@ -59,23 +59,10 @@ impl OpenAi {
     }
 
     async fn chat_impl(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        use super::SchemaSupport as S;
-        loop {
-            let level = self.schemas.level();
-            match self.chat_at(req, level).await {
-                Err(LlmError::Rejected { status, .. })
-                    if req.schema.is_some()
-                        && matches!(status, 400 | 422)
-                        && self.schemas.refused(level, S::JSON_ONLY) =>
-                {
-                    tracing::info!(
-                        provider = %self.core.name,
-                        "the endpoint refused the answer's schema; asking with less of it"
-                    );
-                }
-                other => return other,
-            }
-        }
+        let last = super::SchemaSupport::JSON_ONLY;
+        self.schemas
+            .ask(&self.core.name, req, last, |level| self.chat_at(req, level))
+            .await
     }
 
     /// One request, with as much of the schema as `level` says (see [`super::SchemaSupport`]).

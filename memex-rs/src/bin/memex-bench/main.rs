@@ -591,8 +591,21 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
         .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
         .unwrap();
     println!("search over {n} messages, {runs} runs per query, limit 10");
+    time_queries(&conn, QUERIES, runs, Some(corpus), "queries");
+    time_queries(&conn, QUESTIONS, runs, None, "questions");
+}
+
+/// Times each query (words only, limit 10) `runs` times and prints its p50 and p99, and all of
+/// them together; with `rg`'s time over the corpus beside each when `rg_corpus` is given.
+fn time_queries(
+    conn: &rusqlite::Connection,
+    queries: &[&str],
+    runs: usize,
+    rg_corpus: Option<&Path>,
+    what: &str,
+) {
     let mut all = Vec::new();
-    for q in QUERIES {
+    for q in queries {
         let p = SearchParams {
             query: q.to_string(),
             limit: 10,
@@ -601,52 +614,32 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize) {
             mode: Mode::Fts,
         };
         let off = Semantic::Off("full-text benchmark".into());
-        let (hits, lat) = time_search(&conn, &off, &p, runs);
-        let mut rg = Vec::new();
-        for _ in 0..3 {
-            let t = Instant::now();
-            let _ = std::process::Command::new("rg")
-                .args(["-uuu", "-F", "-c", "-i", q])
-                .arg(corpus)
-                .output();
-            rg.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
+        let (hits, lat) = time_search(conn, &off, &p, runs);
+        let rg = rg_corpus.map(|corpus| {
+            let mut rg = Vec::new();
+            for _ in 0..3 {
+                let t = Instant::now();
+                let _ = std::process::Command::new("rg")
+                    .args(["-uuu", "-F", "-c", "-i", q])
+                    .arg(corpus)
+                    .output();
+                rg.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            format!("   rg -uuu -F -i median {:>7.1} ms", pct(&mut rg, 0.5))
+        });
         println!(
-            "  {q:<24} hits {hits:>2}  p50 {:>7.2} ms  p99 {:>7.2} ms   rg -uuu -F -i median {:>7.1} ms",
+            "  {:<40} hits {hits:>2}  p50 {:>7.2} ms  p99 {:>7.2} ms{}",
+            q.chars().take(40).collect::<String>(),
             pct(&mut lat.clone(), 0.5),
             pct(&mut lat.clone(), 0.99),
-            pct(&mut rg, 0.5)
+            rg.unwrap_or_default()
         );
         all.extend(lat);
     }
     println!(
-        "  all queries: p50 {:.2} ms, p99 {:.2} ms",
+        "  all {what}: p50 {:.2} ms, p99 {:.2} ms",
         pct(&mut all.clone(), 0.5),
         pct(&mut all, 0.99)
-    );
-    let mut asked = Vec::new();
-    for q in QUESTIONS {
-        let p = SearchParams {
-            query: q.to_string(),
-            limit: 10,
-            filter: Default::default(),
-            level: Default::default(),
-            mode: Mode::Fts,
-        };
-        let off = Semantic::Off("full-text benchmark".into());
-        let (hits, lat) = time_search(&conn, &off, &p, runs);
-        println!(
-            "  {:<40} hits {hits:>2}  p50 {:>7.2} ms  p99 {:>7.2} ms",
-            q.chars().take(40).collect::<String>(),
-            pct(&mut lat.clone(), 0.5),
-            pct(&mut lat.clone(), 0.99),
-        );
-        asked.extend(lat);
-    }
-    println!(
-        "  all questions: p50 {:.2} ms, p99 {:.2} ms",
-        pct(&mut asked.clone(), 0.5),
-        pct(&mut asked, 0.99)
     );
 }
 
