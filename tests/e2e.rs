@@ -671,6 +671,17 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
     assert!(n.contains("no result has every word"), "{n}");
     assert!(n.contains("nowhere in the archive: `fix`"), "{n}");
     assert!(hits.iter().any(|x| x["message_id"] == "a1"));
+    // Within a filter too (partial matches looked for among the filter's rows).
+    let v = h.json(&[
+        "search",
+        "how did we fix the flaky checkout test?",
+        "--project",
+        "/home/dev/app",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert_eq!(search_hits(&v)[0]["message_id"], "p1", "{v}");
     // A Chinese question: its question words dropped, its words found.
     let v = h.json(&[
         "search",

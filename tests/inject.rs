@@ -231,6 +231,31 @@ fn hooks_inject_memory_through_the_running_service() {
         &on,
         &prompt_json(LATER, PROJECT, later),
     ));
+    // Once the agent compacts that session's context, what it was given is gone from the
+    // model's view: it may be given again.
+    let now = chrono::Utc::now() + chrono::Duration::seconds(5);
+    home.write_claude(
+        PROJECT,
+        LATER,
+        &[json!({"type": "user", "uuid": "c1", "sessionId": LATER, "cwd": PROJECT,
+                 "isCompactSummary": true, "timestamp": now.to_rfc3339(),
+                 "message": {"role": "user", "content": "This session is being continued from a previous conversation."}})],
+    );
+    s.wait_for(30, "the compaction stored", |_| {
+        (count(
+            &conn,
+            "SELECT COUNT(*) FROM messages WHERE kind = 'compaction_summary'",
+        ) > 0)
+            .then_some(())
+    });
+    let again = hook(
+        &home,
+        memex(),
+        &["inject", "--mode", "smart"],
+        &on,
+        &prompt_json(LATER, PROJECT, later),
+    );
+    assert!(context(&again, "UserPromptSubmit").contains(SESSION));
 
     // Nothing: the session's own history, another project, a topic absent from the archive,
     // a sub-agent, a slash command, a short prompt, injection off.
@@ -338,7 +363,7 @@ fn hooks_inject_memory_through_the_running_service() {
     // Each call that reached the service is logged; the prompt only when asked, redacted.
     let conn = db(&home.data_dir());
     s.wait_for(10, "the injection log", |_| {
-        (count(&conn, "SELECT COUNT(*) FROM injections") == 10).then_some(())
+        (count(&conn, "SELECT COUNT(*) FROM injections") == 11).then_some(())
     });
     assert_eq!(
         count(
@@ -359,23 +384,23 @@ fn hooks_inject_memory_through_the_running_service() {
         "{stored}"
     );
     let st = s.ok("/api/stats")["injections"].clone();
-    // Smart: 2 with items (both binaries), 1 asked again (nothing new), 1 own-session, 1 other
-    // project, 1 absent topic, 1 in all projects with items; the sub-agent, slash, short and
-    // disabled ones never came.
-    assert_eq!(st["smart"]["calls"], 7, "{st}");
-    assert_eq!(st["smart"]["with_items"], 3, "{st}");
-    assert_eq!(st["smart"]["hit_rate"], 3.0 / 7.0, "{st}");
+    // Smart: 2 with items (both binaries), 1 asked again (nothing new), 1 again after the
+    // compaction (items), 1 own-session, 1 other project, 1 absent topic, 1 in all projects
+    // with items; the sub-agent, slash, short and disabled ones never came.
+    assert_eq!(st["smart"]["calls"], 8, "{st}");
+    assert_eq!(st["smart"]["with_items"], 4, "{st}");
+    assert_eq!(st["smart"]["hit_rate"], 0.5, "{st}");
     assert_eq!(st["full"]["calls"], 3, "{st}");
     assert_eq!(st["full"]["with_items"], 1, "{st}");
     assert!(st["tokens_total"].as_i64().unwrap() > 0, "{st}");
     assert!(st["latency_ms"]["p95"].as_f64().unwrap() > 0.0, "{st}");
-    assert_eq!(st["per_day"][0]["injections"], 10, "{st}");
+    assert_eq!(st["per_day"][0]["injections"], 11, "{st}");
     let cli = home.json(&["stats", "--json"]);
-    assert_eq!(cli["injections"]["smart"]["with_items"], 3);
+    assert_eq!(cli["injections"]["smart"]["with_items"], 4);
     assert!(cli["archive"]["sessions"].as_i64().unwrap() > 5);
     let text = home.memex(&["stats"]);
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("hit rate 43%"), "{text}");
+    assert!(text.contains("hit rate 50%"), "{text}");
 
     // The API names what is wrong in a bad request.
     let bad = s

@@ -225,7 +225,8 @@ fn smart(
 }
 
 /// The talks and session summaries (session id, prompt number) injected into `session_id` so
-/// far, from the injection log.
+/// far, from the injection log: since the agent last compacted that session's context (what
+/// was injected before is no longer in the model's context, and may be worth giving again).
 fn already_injected(
     conn: &Connection,
     session_id: Option<&str>,
@@ -235,11 +236,23 @@ fn already_injected(
         return Ok(out);
     };
     let mut st = conn.prepare_cached(
-        "SELECT refs FROM injections WHERE session_id = ?1 AND items > 0 AND mode = 'smart'",
+        "SELECT ts, refs FROM injections WHERE session_id = ?1 AND items > 0 AND mode = 'smart'",
     )?;
-    let rows = st.query_map([id], |r| r.get::<_, String>(0))?;
-    for refs in rows {
-        let refs: serde_json::Value = serde_json::from_str(&refs?).unwrap_or_default();
+    let given: Vec<(i64, String)> = st
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    if given.is_empty() {
+        return Ok(out);
+    }
+    // The session's last compaction (its messages, read only when it was given something).
+    let compacted: i64 = conn
+        .prepare_cached(
+            "SELECT COALESCE(MAX(m.ts), 0) FROM sessions s JOIN messages m ON m.session_pk = s.id
+             WHERE s.session_id = ?1 AND m.kind = 'compaction_summary'",
+        )?
+        .query_row([id], |r| r.get(0))?;
+    for (_, refs) in given.into_iter().filter(|(ts, _)| *ts > compacted) {
+        let refs: serde_json::Value = serde_json::from_str(&refs).unwrap_or_default();
         for r in refs.as_array().into_iter().flatten() {
             if let (Some(s), Some(n)) = (r["session_id"].as_str(), r["prompt_number"].as_i64()) {
                 out.insert((s.to_owned(), n));
