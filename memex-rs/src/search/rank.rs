@@ -118,7 +118,7 @@ fn candidates(
     limit: usize,
 ) -> Result<(Vec<i64>, Vec<i64>), SearchError> {
     let mut some = args.clone();
-    let full = newest_matches(tx, fts, join, cond, args, CANDIDATES)?;
+    let full = newest_matches(tx, fts, join, cond, args, CANDIDATES, None)?;
     if full.len() >= limit.min(CANDIDATES) || terms.len() < 2 {
         return Ok((full, Vec::new()));
     }
@@ -138,7 +138,7 @@ fn candidates(
     for k in (1..=most).rev().take(steps) {
         let kept: Vec<Term> = rare[..k].iter().map(|t| (*t).clone()).collect();
         some[0] = Sql::Text(query::match_expr(&kept));
-        for id in newest_partial(tx, fts, join, cond, some.clone(), want)? {
+        for id in newest_matches(tx, fts, join, cond, some.clone(), want, Some(PARTIAL_SCAN))? {
             if seen.insert(id) {
                 partial.push(id);
             }
@@ -152,7 +152,7 @@ fn candidates(
     if !rare.is_empty() {
         let found: Vec<Term> = rare.iter().map(|t| (*t).clone()).collect();
         some[0] = Sql::Text(query::match_any(&found));
-        for id in newest_partial(tx, fts, join, cond, some, want)? {
+        for id in newest_matches(tx, fts, join, cond, some, want, Some(PARTIAL_SCAN))? {
             if seen.insert(id) {
                 partial.push(id);
             }
@@ -166,33 +166,8 @@ fn candidates(
 /// never walks a common word's whole doclist.
 const PARTIAL_SCAN: usize = 20_000;
 
-/// [`newest_matches`] for partial matches: under a filter, among the newest [`PARTIAL_SCAN`]
-/// matches only.
-fn newest_partial(
-    tx: &Connection,
-    fts: &str,
-    join: &str,
-    cond: &str,
-    args: Vec<Sql>,
-    limit: usize,
-) -> Result<Vec<i64>, SearchError> {
-    if cond == "1" {
-        return newest_matches(tx, fts, join, cond, args, limit);
-    }
-    let sql = format!(
-        "SELECT {fts}.rowid FROM
-           (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 ORDER BY rowid DESC LIMIT {PARTIAL_SCAN})
-           AS {fts} {join}
-         WHERE {cond} ORDER BY {fts}.rowid DESC LIMIT {limit}"
-    );
-    let mut st = tx.prepare_cached(&sql)?;
-    let ids = st
-        .query_map(params_from_iter(args), |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    Ok(ids)
-}
-
-/// Row ids of the newest `limit` matches of `args[0]` in `fts` that pass `cond`.
+/// Row ids of the newest `limit` matches of `args[0]` in `fts` that pass `cond`; with `scan`,
+/// looked for among the newest `scan` matches only when there is a filter.
 fn newest_matches(
     tx: &Connection,
     fts: &str,
@@ -200,12 +175,21 @@ fn newest_matches(
     cond: &str,
     args: Vec<Sql>,
     limit: usize,
+    scan: Option<usize>,
 ) -> Result<Vec<i64>, SearchError> {
-    let sql = format!(
-        "SELECT {fts}.rowid FROM {fts} {join}
-         WHERE {fts} MATCH ?1 AND {cond}
-         ORDER BY {fts}.rowid DESC LIMIT {limit}"
-    );
+    let sql = match scan.filter(|_| cond != "1") {
+        None => format!(
+            "SELECT {fts}.rowid FROM {fts} {join}
+             WHERE {fts} MATCH ?1 AND {cond}
+             ORDER BY {fts}.rowid DESC LIMIT {limit}"
+        ),
+        Some(scan) => format!(
+            "SELECT {fts}.rowid FROM
+               (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 ORDER BY rowid DESC LIMIT {scan})
+               AS {fts} {join}
+             WHERE {cond} ORDER BY {fts}.rowid DESC LIMIT {limit}"
+        ),
+    };
     let mut st = tx.prepare_cached(&sql)?;
     let ids = st
         .query_map(params_from_iter(args), |r| r.get(0))?

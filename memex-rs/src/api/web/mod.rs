@@ -186,12 +186,10 @@ struct Results {
     asked: bool,
 }
 
-/// The snippet without its `**` markers, cut into pieces with the query's words marked.
-fn pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
-    let text = snippet.replace("**", "");
-    // A phrase (or a word the query language split, like `snake_case`) is marked whole where
-    // its words stand together, else word by word.
-    let terms = search::query::parse_query(query);
+/// What marks the query's words in the snippets of one search (built once for all its rows): a
+/// phrase (or a word the query language split, like `snake_case`) whole where its words stand
+/// together, else word by word.
+fn marker(terms: &[search::query::Term]) -> Option<regex::Regex> {
     let mut words: Vec<String> = terms
         .iter()
         .filter(|t| t.literal.contains(' '))
@@ -204,8 +202,13 @@ fn pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
                 .join(r"[\W_]+")
         })
         .collect();
-    words.extend(search::query::term_words(&terms));
-    let re = search::query::any_of(&words);
+    words.extend(search::query::term_words(terms));
+    search::query::any_of(&words)
+}
+
+/// The snippet without its `**` markers, cut into pieces with what `re` finds marked.
+fn pieces(snippet: &str, re: Option<&regex::Regex>) -> Vec<(String, bool)> {
+    let text = snippet.replace("**", "");
     let Some(re) = re else {
         return vec![(text, false)];
     };
@@ -265,7 +268,8 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
         Ok(r) => {
             out.mode = r.mode;
             out.notice = r.notice;
-            let words = search::query::parse_query(&f.q).len();
+            let terms = search::query::parse_query(&f.q);
+            let (words, re) = (terms.len(), marker(&terms));
             out.rows = r
                 .results
                 .into_iter()
@@ -286,7 +290,7 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
                         "vector" => "meaning",
                         other => other,
                     },
-                    pieces: pieces(&h.snippet, &f.q),
+                    pieces: pieces(&h.snippet, re.as_ref()),
                     title: format!("{} prompt {}", h.session_id, h.prompt_number),
                 })
                 .collect();
@@ -968,7 +972,11 @@ mod tests {
 
     #[test]
     fn snippets_lose_their_markers_and_mark_the_query_words() {
-        let p = pieces("…the **failing** test **fails** on **CI**…", "failing CI");
+        let mark = |q: &str| marker(&search::query::parse_query(q));
+        let p = pieces(
+            "…the **failing** test **fails** on **CI**…",
+            mark("failing CI").as_ref(),
+        );
         let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
         assert_eq!(marked, ["failing", "CI"]);
         let text: String = p.iter().map(|x| x.0.as_str()).collect();
@@ -976,7 +984,7 @@ mod tests {
         assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
         let p = pieces(
             "fix **verify**_**signature** and the signature",
-            "verify_signature",
+            mark("verify_signature").as_ref(),
         );
         let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
         assert_eq!(marked, ["verify_signature", "signature"]);
