@@ -9,7 +9,8 @@
 # The server and the model are cached outside the repo ($MEMEX_LLM_CACHE, default
 # ~/.cache/memex-llm); the first run compiles for ~17 CPU-minutes. The model is tiny: expect
 # valid rows (the answers are held to each layer's JSON Schema, whose length limits fit in the
-# 768 tokens a call may use), not good prose.
+# 768 tokens a call may use), not good prose; a row that names a file the talk does not hold is
+# not stored (the heuristic's row is, with the reason printed under it).
 #
 #   scripts/real-llm.sh [FIXTURE_SESSION.jsonl]
 set -euo pipefail
@@ -96,6 +97,8 @@ for level, r in rows:
     text = r.get("summary") or r.get("title") or ""
     print(f"  {level} provider={r['provider']:<9} model={r['model']} in={r['tokens_input']} out={r['tokens_output']} "
           f"fallback={'yes' if r['fallback_reason'] else 'no'} :: {text[:90]!r}")
+    if r["fallback_reason"]:
+        print(f"     why: {r['fallback_reason'][:160]}")
 PY
 }
 

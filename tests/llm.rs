@@ -673,6 +673,43 @@ async fn engine_uses_the_llm_falls_back_on_malformed_output_and_on_outages() {
 }
 
 #[tokio::test]
+async fn a_summary_naming_a_file_the_model_was_not_shown_is_not_stored() {
+    let (url, _f) = fake(vec![
+        Reply::Json(200, openai_answer("{\"user_request\": \"fix the parser\", \"summary\": \"Fixed the parser in date.ts; tests pass.\", \"completed\": \"done\"}")),
+        Reply::Json(200, openai_answer("{\"user_request\": \"fix the parser\", \"summary\": \"Fixed src/date.ts and updated config/billing.py.\", \"completed\": \"done\"}")),
+    ])
+    .await;
+    let mut c = settings("openai", &format!("{url}/v1"), false, 5);
+    c.fallback = vec!["heuristic".into()];
+    let engine = Engine::new(c);
+    let ask = || {
+        engine.write(
+            base_talk(),
+            |l| format!("write in {l}"),
+            || "Developer: the date parser in src/date.ts drops the time zone".into(),
+            memex::compact::prompt::l2_schema(),
+            Lang::En,
+            memex::compact::prompt::parse_l2,
+        )
+    };
+    // Every file it names is in what it was shown: the model's row.
+    let w = ask().await.unwrap();
+    assert_eq!(w.provenance.provider, "openai");
+    assert!(!w.malformed);
+    // One file it invented: the heuristic's row, and the reason names the file.
+    let w = ask().await.unwrap();
+    assert_eq!(w.provenance.provider, "heuristic");
+    assert_eq!(w.value.summary, "heuristic summary");
+    assert!(w.malformed);
+    let why = w.provenance.fallback_reason.unwrap();
+    assert!(
+        why.contains("named `config/billing.py`, which is not in what it summarised"),
+        "{why}"
+    );
+    assert_eq!(w.spend.len(), 1, "its tokens are still counted");
+}
+
+#[tokio::test]
 async fn without_a_fallback_an_outage_waits_and_a_spent_budget_pauses() {
     // A closed port: an outage, and no heuristic in the chain.
     let closed = {

@@ -135,6 +135,33 @@ impl Redacted for SessionSummary {
     }
 }
 
+/// The text a model writes into a row (checked against what it was shown).
+pub trait Prose {
+    fn prose(&self) -> Vec<&str>;
+}
+
+impl Prose for Observation {
+    fn prose(&self) -> Vec<&str> {
+        let mut v = vec![self.title.as_str(), &self.subtitle, &self.narrative];
+        v.extend(self.facts.iter().map(String::as_str));
+        v
+    }
+}
+
+impl Prose for TalkSummary {
+    fn prose(&self) -> Vec<&str> {
+        vec![&self.user_request, &self.summary, &self.completed]
+    }
+}
+
+impl Prose for SessionSummary {
+    fn prose(&self) -> Vec<&str> {
+        let mut v = vec![self.summary.as_str()];
+        v.extend(self.key_points.iter().map(String::as_str));
+        v
+    }
+}
+
 /// Who wrote a row and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provenance {
@@ -368,8 +395,9 @@ impl Engine {
     }
 
     /// Writes one item: the chain's first provider that answers usefully, else the heuristic
-    /// when the chain ends in it (or the answer was malformed), else [`NotNow`].
-    pub async fn write<T: Clone>(
+    /// when the chain ends in it (or the answer was malformed, or named a file the model was
+    /// not shown), else [`NotNow`].
+    pub async fn write<T: Clone + Prose>(
         &self,
         heuristic: T,
         system: impl Fn(&str) -> String,
@@ -435,7 +463,22 @@ impl Engine {
                         tokens_input: tin,
                         tokens_output: tout,
                     });
-                    return Ok(match parse(&resp.content, &heuristic) {
+                    let parsed = parse(&resp.content, &heuristic);
+                    let invented = parsed
+                        .as_ref()
+                        .and_then(|v| prompt::invented_file(&v.prose(), &req.user));
+                    let parsed = match &invented {
+                        Some(f) => {
+                            reasons.push(format!(
+                                "{} ({}) named `{f}`, which is not in what it summarised",
+                                p.name(),
+                                p.model()
+                            ));
+                            None
+                        }
+                        None => parsed,
+                    };
+                    return Ok(match parsed {
                         Some(value) => Written {
                             value,
                             provenance: Provenance {
@@ -451,11 +494,13 @@ impl Engine {
                             malformed: false,
                         },
                         None => {
-                            reasons.push(format!(
-                                "malformed output from {} ({})",
-                                p.name(),
-                                p.model()
-                            ));
+                            if invented.is_none() {
+                                reasons.push(format!(
+                                    "malformed output from {} ({})",
+                                    p.name(),
+                                    p.model()
+                                ));
+                            }
                             let mut prov = Provenance::heuristic(Some(reasons.join("; ")));
                             prov.tokens_input = tin;
                             prov.tokens_output = tout;

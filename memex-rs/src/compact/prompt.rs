@@ -192,6 +192,45 @@ pub fn l3_schema() -> crate::llm::Schema {
     }
 }
 
+/// File extensions by which a word of a summary is taken for a file name.
+const FILE_EXTENSIONS: &[&str] = &[
+    "rs", "py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "go", "java", "kt", "kts", "rb", "c", "h",
+    "cc", "cpp", "hpp", "cs", "swift", "php", "vue", "svelte", "scala", "sh", "bash", "zsh", "ps1",
+    "sql", "md", "rst", "txt", "json", "jsonl", "toml", "yaml", "yml", "xml", "html", "htm", "css",
+    "scss", "less", "lock", "ini", "cfg", "conf", "env", "proto", "gradle", "tf", "lua", "ex",
+    "exs", "erl", "hs", "ml", "dart", "jl", "zig", "nim",
+];
+
+/// The file names `text` mentions: words with a path or a stem before a known extension.
+/// `Node.js`-style names (a capitalised stem, no folder, `.js`) are technologies, not files.
+pub fn file_names(text: &str) -> Vec<&str> {
+    static WORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"[A-Za-z0-9_\-./~]*[A-Za-z0-9_\-]\.([A-Za-z0-9]{1,6})\b")
+            .expect("a valid pattern")
+    });
+    WORD.captures_iter(text)
+        .filter_map(|c| {
+            let (all, ext) = (c.get(0)?.as_str(), c.get(1)?.as_str());
+            let ext = ext.to_ascii_lowercase();
+            let technology = ext == "js"
+                && !all.contains('/')
+                && all.starts_with(|ch: char| ch.is_ascii_uppercase());
+            (FILE_EXTENSIONS.contains(&ext.as_str()) && !technology).then_some(all)
+        })
+        .collect()
+}
+
+/// The first file name that a model wrote into `written` and that is nowhere in `shown` (what
+/// it was given), compared by the name's last part without case: a model that names a file
+/// it was not shown invents it, and a memory must not hold invented facts.
+pub fn invented_file(written: &[&str], shown: &str) -> Option<String> {
+    let shown = shown.to_lowercase();
+    written.iter().flat_map(|w| file_names(w)).find_map(|f| {
+        let base = f.trim_end_matches('.').rsplit('/').next().unwrap_or(f);
+        (!shown.contains(&base.to_lowercase())).then(|| f.to_owned())
+    })
+}
+
 /// The JSON object in a model's answer: the whole text, or inside a code fence, or the span
 /// from the first `{` to the last `}`.
 pub fn extract_json(text: &str) -> Option<Value> {
@@ -288,6 +327,31 @@ pub fn parse_l3(answer: &str, base: &SessionSummary) -> Option<SessionSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_the_model_was_not_shown_is_found() {
+        assert_eq!(
+            file_names("Fixed src/billing/webhooks.rs and README.md; Node.js 20, v1.2, e.g. foo"),
+            vec!["src/billing/webhooks.rs", "README.md"]
+        );
+        let shown = "Tool: Edit\nInput: {\"file_path\": \"/home/dev/pay/src/billing/Webhooks.rs\"}";
+        // Named as shown, or by another path to the same name: grounded.
+        assert_eq!(invented_file(&["Updated webhooks.rs."], shown), None);
+        assert_eq!(
+            invented_file(&["Updated pay/src/billing/webhooks.rs"], shown),
+            None
+        );
+        // A file the talk never mentions: invented, and named.
+        assert_eq!(
+            invented_file(&["Updated webhooks.rs", "also fixed settings.py"], shown),
+            Some("settings.py".into())
+        );
+        // Prose without file names passes.
+        assert_eq!(
+            invented_file(&["Tuned the retry policy of Node.js"], shown),
+            None
+        );
+    }
 
     #[test]
     fn json_is_found_in_fences_and_chatter() {
