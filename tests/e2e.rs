@@ -682,6 +682,22 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
         "--json",
     ]);
     assert_eq!(search_hits(&v)[0]["message_id"], "p1", "{v}");
+    // A question about what never came up, though one of its words did: a row needs at least
+    // half of the words to be an answer, and the answer says why it is empty.
+    let v = h.json(&[
+        "search",
+        "how did we pair the bluetooth kiosk at checkout?",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert!(search_hits(&v).is_empty(), "{v}");
+    assert_eq!(
+        v["notice"],
+        "no row has at least 2 of the 4 words of the query together; in the archive apart: \
+         `checkout`; nowhere in the archive: `pair`, `bluetooth`, `kiosk`",
+        "{v}"
+    );
     // A Chinese question: its question words dropped, its words found.
     let v = h.json(&[
         "search",

@@ -258,13 +258,10 @@ pub fn search(
                     .map(|&l| fts_layer(conn, p, &terms, l, depth(p.limit)))
                     .collect::<Result<Vec<_>, _>>()?,
                 p.limit,
+                terms.len(),
             ),
         };
-        if results.is_empty() {
-            notice = join_notice(notice, filtered_out(conn, p, &terms)?);
-        } else {
-            notice = join_notice(notice, partial_only(conn, p, &terms, &results)?);
-        }
+        notice = join_notice(notice, words_notice(conn, p, &terms, &results)?);
         return Ok(SearchResponse {
             mode: "fts",
             notice,
@@ -298,11 +295,11 @@ pub fn search(
     } else {
         "hybrid"
     };
-    let results = fuse(lists, p.limit);
-    if results.is_empty() {
+    let results = fuse(lists, p.limit, terms.len());
+    if p.mode == Mode::Hybrid {
+        notice = join_notice(notice, words_notice(conn, p, &terms, &results)?);
+    } else if results.is_empty() {
         notice = join_notice(notice, filtered_out(conn, p, &terms)?);
-    } else {
-        notice = join_notice(notice, partial_only(conn, p, &terms, &results)?);
     }
     Ok(SearchResponse {
         mode,
@@ -318,9 +315,26 @@ fn join_notice(a: Option<String>, b: Option<String>) -> Option<String> {
     }
 }
 
+/// What an answer of the words side means, when it needs saying: filters that removed
+/// everything, else a partial or scattered match.
+fn words_notice(
+    conn: &Connection,
+    p: &SearchParams,
+    terms: &[query::Term],
+    results: &[Hit],
+) -> rusqlite::Result<Option<String>> {
+    if results.is_empty()
+        && let Some(n) = filtered_out(conn, p, terms)?
+    {
+        return Ok(Some(n));
+    }
+    partial_only(conn, p, terms, results)
+}
+
 /// When words found results but no result has every word, says so, and names the words that
 /// are nowhere in the layers searched: "nothing has all of it" and "this word never came up"
-/// are answers too.
+/// are answers too. When the words found nothing although some are in the archive, says that
+/// they are there only apart (a row needs at least half of them to be an answer).
 fn partial_only(
     conn: &Connection,
     p: &SearchParams,
@@ -328,30 +342,44 @@ fn partial_only(
     results: &[Hit],
 ) -> rusqlite::Result<Option<String>> {
     let worded: Vec<&Hit> = results.iter().filter(|h| !h.terms.is_empty()).collect();
-    if terms.len() < 2 || worded.is_empty() || worded.iter().any(|h| h.terms.len() >= terms.len()) {
+    if terms.len() < 2 || worded.iter().any(|h| h.terms.len() >= terms.len()) {
         return Ok(None);
     }
+    let mut found = Vec::new();
     let mut absent = Vec::new();
     for t in terms {
-        let mut found = false;
+        let mut here = false;
         // The messages hold every word any layer was written from.
         for l in std::iter::once(&Layer::Raw).chain(p.level.layers()) {
             let fts = l.fts_table();
-            found |= conn.query_row(
+            here |= conn.query_row(
                 &format!("SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?1)"),
                 [&t.fts],
                 |r| r.get::<_, bool>(0),
             )?;
-            if found {
+            if here {
                 break;
             }
         }
-        if !found {
-            absent.push(format!("`{}`", t.literal));
+        let named = format!("`{}`", t.literal);
+        if here {
+            found.push(named);
+        } else {
+            absent.push(named);
         }
     }
-    let mut n =
-        "no result has every word of the query; these have some (each names its words)".to_owned();
+    let mut n = if !worded.is_empty() {
+        "no result has every word of the query; these have some (each names its words)".to_owned()
+    } else if !found.is_empty() && p.filter.is_empty() {
+        format!(
+            "no row has at least {} of the {} words of the query together; in the archive apart: {}",
+            rank::least_terms(terms.len()),
+            terms.len(),
+            found.join(", ")
+        )
+    } else {
+        return Ok(None);
+    };
     if !absent.is_empty() {
         n.push_str(&format!("; nowhere in the archive: {}", absent.join(", ")));
     }

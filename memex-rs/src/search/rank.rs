@@ -23,8 +23,10 @@ pub(super) fn fts_layer(
     search_layer(conn, p, terms, l, limit)
 }
 
-/// Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the rankings a result is in.
-pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
+/// Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the rankings a result is in; a
+/// full-text hit with only some of the query's `words` counts for that share of its rank (a
+/// row with two of six words is weaker evidence than one with all, or than a close meaning).
+pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize, words: usize) -> Vec<Hit> {
     if lists.len() == 1 {
         let mut only = lists.into_iter().next().unwrap_or_default();
         only.truncate(limit);
@@ -34,7 +36,12 @@ pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize) -> Vec<Hit> {
     let mut index: std::collections::HashMap<(&'static str, i64), usize> = Default::default();
     for list in lists {
         for (rank, h) in list.into_iter().enumerate() {
-            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            let share = if h.terms.is_empty() || words == 0 {
+                1.0
+            } else {
+                (h.terms.len() as f64 / words as f64).min(1.0)
+            };
+            let score = share / (RRF_K + rank as f64 + 1.0);
             match index.get(&(h.level, h.row)) {
                 Some(&i) => {
                     let f = &mut fused[i];
@@ -197,11 +204,18 @@ fn newest_matches(
     Ok(ids)
 }
 
+/// The fewest of a query's `n` terms a row must have to be a result: half of them, rounded
+/// down, at least one (one of two or three, two of four or five). Rounded down because an
+/// unquoted CJK word counts as its bigrams: 认证成功 is three of them for two words.
+pub fn least_terms(n: usize) -> usize {
+    (n / 2).max(1)
+}
+
 /// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
 /// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. The first `whole`
-/// candidates have every term (FTS5 said so); the others some. Rows with more of the terms come
-/// first, then by BM25; among equals the newer (candidates arrive newest first, and the sort is
-/// stable). Each hit names the terms it has.
+/// candidates have every term (FTS5 said so); the others some, and at least [`least_terms`] of
+/// them. Rows with more of the terms come first, then by BM25; among equals the newer
+/// (candidates arrive newest first, and the sort is stable). Each hit names the terms it has.
 fn bm25_rank(
     tx: &Connection,
     fts: &str,
@@ -246,6 +260,10 @@ fn bm25_rank(
             (hit.terms.len(), hit, text)
         })
         .collect();
+    // A row with too few of the words is not an answer to the question, it only shares a word
+    // with it: a question about something the archive never held gets nothing.
+    let least = least_terms(terms.len());
+    hits.retain(|(n, ..)| *n >= least);
     hits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
     hits.truncate(limit);
     Ok(hits
@@ -282,4 +300,59 @@ fn search_raw(
     let whole = hits.len();
     hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
     bm25_rank(&tx, fts, terms, &dfs, hits, whole, limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(row: i64, matched: &'static str, terms: &[&str]) -> Hit {
+        Hit {
+            session_id: format!("s{row}"),
+            message_id: None,
+            agent: "claude".into(),
+            project: None,
+            role: "user".into(),
+            kind: "user_prompt".into(),
+            prompt_number: 1,
+            timestamp: None,
+            snippet: String::new(),
+            score: 0.0,
+            level: "raw",
+            matched,
+            terms: terms.iter().map(|t| (*t).to_owned()).collect(),
+            row,
+        }
+    }
+
+    #[test]
+    fn a_partial_word_match_counts_for_its_share_of_the_words() {
+        // Full text: a row with two of four words first, then one with all four. Vectors: an
+        // unrelated row first, then the full match.
+        let words = vec![
+            hit(1, "fts", &["a", "b"]),
+            hit(2, "fts", &["a", "b", "c", "d"]),
+        ];
+        let meaning = vec![hit(3, "vector", &[]), hit(2, "vector", &[])];
+        let fused = fuse(vec![words, meaning], 10, 4);
+        let rows: Vec<i64> = fused.iter().map(|h| h.row).collect();
+        // The full match found by both leads; the close meaning outranks half the words.
+        assert_eq!(rows, vec![2, 3, 1]);
+        assert_eq!(fused[0].matched, "both");
+        let r = |rank: f64| 1.0 / (RRF_K + rank);
+        assert!((fused[2].score - 0.5 * r(1.0)).abs() < 1e-12);
+        // Without the query's word count, ranks alone decide (as before).
+        let words = vec![
+            hit(1, "fts", &["a", "b"]),
+            hit(2, "fts", &["a", "b", "c", "d"]),
+        ];
+        let fused = fuse(vec![words, vec![hit(3, "vector", &[])]], 10, 0);
+        assert_eq!(fused[0].row, 1);
+    }
+
+    #[test]
+    fn half_the_words_rounded_down_make_an_answer() {
+        let least: Vec<usize> = (1..=6).map(least_terms).collect();
+        assert_eq!(least, vec![1, 1, 1, 2, 2, 3]);
+    }
 }
