@@ -3,9 +3,12 @@
 //! The corpus: the shared fixture transcripts, one generated Claude Code session per topic in
 //! `eval-topics.json` (a developer's request, the agent's answer, an edit, the result), and
 //! optional generated distractor sessions. Each topic has a keyword question and a paraphrase
-//! that shares no content word with its session (checked here); `no_answer` questions have no
-//! session. The archive is imported, compacted (heuristic) and embedded with the configured
-//! model, then every question is asked at every level in every mode, and of `grep`.
+//! that shares no content word with its session (checked here: for Chinese and Japanese, no
+//! pair of kanji or katakana); some have a question in another language than the session
+//! (`lang` "en-zh"); `no_answer` questions have no session. The topics are in English, Chinese
+//! and Japanese, and the scores are also reported per language. The archive is imported,
+//! compacted (heuristic) and embedded with the configured model, then every question is asked
+//! at every level in every mode, and of `grep`.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -29,6 +32,9 @@ pub struct Topics {
 #[derive(Deserialize)]
 pub struct Topic {
     pub id: String,
+    /// `en` (the default), `zh` or `ja`.
+    #[serde(default = "english")]
+    pub lang: String,
     pub project: String,
     pub prompt: String,
     pub answer: String,
@@ -42,6 +48,24 @@ pub struct Topic {
 pub struct Question {
     pub q: String,
     pub kind: String,
+    /// When the question is in another language than its topic (`en-zh`).
+    #[serde(default)]
+    pub lang: Option<String>,
+}
+
+fn english() -> String {
+    "en".into()
+}
+
+/// Pairs of neighbouring kanji or katakana (hiragana and the rest carry no topic).
+fn cjk_pairs(text: &str) -> BTreeSet<String> {
+    let content = |c: char| matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}' | '\u{30a0}'..='\u{30ff}');
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .windows(2)
+        .filter(|w| content(w[0]) && content(w[1]))
+        .map(|w| w.iter().collect())
+        .collect()
 }
 
 /// The eval corpus, imported, compacted and embedded.
@@ -243,9 +267,10 @@ pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -
                 "{} {} {} {} {} {}",
                 t.project, t.prompt, t.answer, t.file, t.edit, t.done
             );
-            let tw = words(&text);
+            let (tw, tp) = (words(&text), cjk_pairs(&text));
             for q in t.questions.iter().filter(|q| q.kind == "paraphrase") {
-                let shared: Vec<_> = words(&q.q).intersection(&tw).cloned().collect();
+                let mut shared: Vec<_> = words(&q.q).intersection(&tw).cloned().collect();
+                shared.extend(cjk_pairs(&q.q).intersection(&tp).cloned());
                 assert!(
                     shared.is_empty(),
                     "paraphrase of {} ({sid}) shares {shared:?}: {}",
@@ -305,7 +330,8 @@ pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -
     }
 }
 
-pub fn run(work: &Path, distractors: usize) {
+/// `reuse`: the archive (and vectors) an earlier run left in `work` is asked again, as it is.
+pub fn run(work: &Path, distractors: usize, reuse: bool) {
     let Prepared {
         topics,
         ids,
@@ -313,7 +339,7 @@ pub fn run(work: &Path, distractors: usize) {
         data,
         runtime,
         vectors,
-    } = prepare(work, distractors, false, false);
+    } = prepare(work, distractors, false, reuse);
 
     // Transcript files for grep, with the session each belongs to.
     let conn = store::connect(&store::db_path(&data)).unwrap();
@@ -349,14 +375,21 @@ pub fn run(work: &Path, distractors: usize) {
         vectors: &vectors,
         rt: &rt,
     };
-    let questions: Vec<(&str, &str, &str)> = topics
+    // (question, kind, session, group): the group is its language and kind ("zh paraphrase").
+    let questions: Vec<(&str, &str, &str, String)> = topics
         .topics
         .iter()
         .zip(&ids)
         .flat_map(|(t, sid)| {
-            t.questions
-                .iter()
-                .map(move |q| (q.q.as_str(), q.kind.as_str(), sid.as_str()))
+            t.questions.iter().map(move |q| {
+                let lang = q.lang.as_deref().unwrap_or(&t.lang);
+                (
+                    q.q.as_str(),
+                    q.kind.as_str(),
+                    sid.as_str(),
+                    format!("{lang} {}", q.kind),
+                )
+            })
         })
         .collect();
     println!(
@@ -371,16 +404,16 @@ pub fn run(work: &Path, distractors: usize) {
     println!("| level / mode           | R@1  | R@5  | R@10 | MRR   |");
     println!("|------------------------|------|------|------|-------|");
     let mut grep = Score::default();
-    for (q, _, sid) in &questions {
+    for (q, _, sid, _) in &questions {
         grep.add(grep_rank(&files, q).iter().position(|s| s == sid));
     }
     println!("{}", grep.row("grep (any word)"));
-    let mut by_kind = Vec::new();
+    let mut by_group = Vec::new();
     for (lname, level) in levels {
         for (mname, mode) in modes {
             let mut score = Score::default();
-            let mut kinds = [Score::default(), Score::default()];
-            for (q, kind, sid) in &questions {
+            let mut groups = std::collections::BTreeMap::<&str, Score>::new();
+            for (q, _, sid, group) in &questions {
                 let p = SearchParams {
                     query: q.to_string(),
                     limit: 30,
@@ -391,26 +424,30 @@ pub fn run(work: &Path, distractors: usize) {
                 let res = search::search(&conn, &sem, &p).unwrap();
                 let rank = ranked_sessions(&res.results).iter().position(|s| s == sid);
                 score.add(rank);
-                kinds[usize::from(*kind == "paraphrase")].add(rank);
+                groups.entry(group).or_default().add(rank);
             }
             println!("{}", score.row(&format!("{lname} / {mname}")));
             if lname == "all" {
-                by_kind.push((mname, kinds));
+                by_group.push((mname, groups));
             }
         }
     }
-    println!("\nlevel all, by question kind:");
-    for (mname, kinds) in by_kind {
-        println!("{}", kinds[0].row(&format!("{mname} keyword")));
-        println!("{}", kinds[1].row(&format!("{mname} paraphrase")));
+    println!("\nlevel all, by language and question kind:");
+    for (mname, groups) in by_group {
+        for (group, score) in groups {
+            println!("{}", score.row(&format!("{mname} {group}")));
+        }
     }
-    let mut gk = [Score::default(), Score::default()];
-    for (q, kind, sid) in &questions {
-        gk[usize::from(*kind == "paraphrase")]
+    let mut grep_groups = std::collections::BTreeMap::<&str, Score>::new();
+    for (q, _, sid, group) in &questions {
+        grep_groups
+            .entry(group)
+            .or_default()
             .add(grep_rank(&files, q).iter().position(|s| s == sid));
     }
-    println!("{}", gk[0].row("grep keyword"));
-    println!("{}", gk[1].row("grep paraphrase"));
+    for (group, score) in grep_groups {
+        println!("{}", score.row(&format!("grep {group}")));
+    }
 
     // Questions without an answer: what each ranking offers first.
     let top = |q: &str, level, mode| {
@@ -439,7 +476,7 @@ pub fn run(work: &Path, distractors: usize) {
     }
     let mut sims: Vec<f64> = questions
         .iter()
-        .filter_map(|(q, _, _)| top(q, Scope::One(Layer::Raw), Mode::Vector).map(|h| h.score))
+        .filter_map(|(q, ..)| top(q, Scope::One(Layer::Raw), Mode::Vector).map(|h| h.score))
         .collect();
     sims.sort_by(f64::total_cmp);
     if !sims.is_empty() {

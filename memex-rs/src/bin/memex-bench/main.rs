@@ -913,6 +913,7 @@ fn main() {
         Some("eval") => eval::run(
             &path("--work"),
             arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
+            args.iter().any(|a| a == "--reuse"),
         ),
         Some("inject") => inject::run(
             &path("--work"),
@@ -941,7 +942,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }
