@@ -6,7 +6,7 @@ use crate::common;
 use std::io::Write;
 use std::time::Duration;
 
-use common::{Home, claude_prompt, model_dir};
+use common::{Home, claude_answer, claude_prompt, e5_model_dir, model_dir};
 use memex::embed::Embedder;
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
-    let files = memex::embed::model::verify(&model_dir()).unwrap();
+    let files = memex::embed::model::verify(&memex::embed::model::MINILM, &model_dir()).unwrap();
     let m = memex::embed::minilm::MiniLm::load(&files, 1).unwrap();
     assert_eq!((m.id(), m.dimension()), ("all-MiniLM-L6-v2", 384));
     let texts: Vec<String> = [
@@ -56,6 +56,138 @@ fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     );
     assert_eq!(m.chunk("short text", 3), vec!["short text"]);
     assert!(m.chunk("   ", 3).is_empty());
+}
+
+#[test]
+fn the_multilingual_model_finds_chinese_and_japanese_by_meaning() {
+    use memex::embed::model::{E5, verify};
+    let files = verify(&E5, &e5_model_dir()).unwrap();
+    let m = memex::embed::e5::E5::load(&files, 1).unwrap();
+    assert_eq!((m.id(), m.dimension()), ("multilingual-e5-small", 384));
+    let passages: Vec<String> = [
+        "登录页的验证码五分钟就过期了，用户经常提交失败。把过期时间改成十分钟，并且过期后自动刷新。",
+        "高峰期接口大量超时，日志里全是 too many connections。帮我看看数据库连接池的配置。",
+        "E2Eテストがたまに失敗します。ログインボタンを押した直後にダッシュボードの要素を探していて、タイムアウトになるようです。",
+        "設定ファイルを変更してもサーバーを再起動しないと反映されません。ホットリロードできますか？",
+        "test_parse_deadline fails on CI but passes on my laptop. I think it assumes UTC.",
+    ]
+    .map(String::from)
+    .to_vec();
+    let pv = m.embed(&passages).unwrap();
+    assert!(
+        pv.iter()
+            .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
+    );
+    // Each question shares no word with its passage: only meaning links them.
+    for (q, want) in [
+        ("图形校验码很快失效，访客进不去系统，后来怎么处理的", 0),
+        ("用户最多的时段服务卡死，原来是库的并发链接不足", 1),
+        ("ブラウザ自動操作の検証が不安定だった件", 2),
+        ("オプションを書き換えたら止めずに取り込む仕組み", 3),
+        ("数据库的连接数不够用", 1),
+        (
+            "the deadline check breaks depending on the machine's clock region",
+            4,
+        ),
+    ] {
+        let qv = m.embed_queries(&[q.to_owned()]).unwrap().pop().unwrap();
+        let sims: Vec<f32> = pv.iter().map(|p| dot(&qv, p)).collect();
+        let best = (0..sims.len())
+            .max_by(|&a, &b| sims[a].total_cmp(&sims[b]))
+            .unwrap();
+        assert_eq!(best, want, "{q}: {sims:?}");
+    }
+    // A question is embedded as one (`query: `), a text as a text (`passage: `).
+    let same = "数据库连接池".to_owned();
+    let (a, b) = (
+        m.embed_queries(std::slice::from_ref(&same)).unwrap(),
+        m.embed(std::slice::from_ref(&same)).unwrap(),
+    );
+    assert!(dot(&a[0], &b[0]) < 0.9999 && dot(&a[0], &b[0]) > 0.8);
+    // Batching (and padding) does not change a text's vector; unloaded and loaded again,
+    // the same.
+    let alone = m.embed(&passages[2..3]).unwrap();
+    assert!(dot(&alone[0], &pv[2]) > 0.9999);
+    m.rest(Duration::ZERO);
+    assert!(dot(&m.embed(&passages[2..3]).unwrap()[0], &pv[2]) > 0.9999);
+    // A long Chinese text is cut where pieces begin, into texts it contains.
+    let long = "部署失败是因为迁移锁住了订单表，回滚以后重新执行。".repeat(120);
+    let chunks = m.chunk(&long, 3);
+    assert_eq!(chunks.len(), 3);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| !c.is_empty() && long.contains(c.as_str()))
+    );
+    assert_eq!(m.chunk("短文本", 3), vec!["短文本"]);
+}
+
+#[test]
+fn a_chinese_question_finds_its_session_by_meaning_with_the_multilingual_model() {
+    let h = Home::with_fixtures();
+    let session = "5f0c7a1e-0000-4000-8000-00000000c0de";
+    let cwd = "/home/dev/portal";
+    h.write_claude(
+        cwd,
+        session,
+        &[
+            claude_prompt(
+                session,
+                "u1",
+                cwd,
+                "登录页的验证码五分钟就过期了，用户经常提交失败。把过期时间改成十分钟，并且过期后自动刷新。",
+            ),
+            claude_answer(
+                session,
+                "a1",
+                cwd,
+                "验证码的有效期写死在 CaptchaService 里是 300 秒。我把它改成读取配置 captcha_ttl，默认 600 秒。",
+            ),
+        ],
+    );
+    let model = e5_model_dir().display().to_string();
+    let e5 = |args: &[&str]| {
+        let out = h
+            .command(args)
+            .env("MEMEX_MODEL_DIR", &model)
+            .env("MEMEX_VECTOR_MODEL", "multilingual-e5-small")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "memex {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    e5(&["import"]);
+    let out = e5(&["reindex", "--vectors"]);
+    assert!(out.contains("with multilingual-e5-small"), "{out}");
+    let st: Value = serde_json::from_str(&e5(&["status", "--json"])).unwrap();
+    assert_eq!(st["vectors"]["model"], "multilingual-e5-small", "{st}");
+    assert!(st["vectors"].get("warning").is_none(), "{st}");
+    // In Chinese with other words: the session, by meaning.
+    for q in [
+        "图形校验码很快失效，访客进不去系统",
+        "验证码一会儿就不能用了",
+    ] {
+        let v: Value = serde_json::from_str(&e5(&[
+            "search", "--json", "--mode", "vector", "--limit", "3", q,
+        ]))
+        .unwrap();
+        assert_eq!(v["results"][0]["session_id"], session, "{q}: {v}");
+        assert_eq!(v["results"][0]["match"], "vector");
+    }
+    // Unrelated questions stay unanswered by meaning: below the model's floor.
+    let none: Value = serde_json::from_str(&e5(&[
+        "search",
+        "--json",
+        "--mode",
+        "vector",
+        "bake sourdough bread with a long cold fermentation",
+    ]))
+    .unwrap();
+    assert!(none["results"].as_array().unwrap().is_empty(), "{none}");
 }
 
 /// Runs `memex args` with the model at `model`; panics with stderr on failure, else stdout.

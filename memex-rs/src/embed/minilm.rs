@@ -1,8 +1,8 @@
 //! all-MiniLM-L6-v2 (sentence-transformers) on candle: BERT, mean pooling over the attention
 //! mask, L2 normalisation, 384 dimensions, 256 tokens at most per input.
 //!
-//! Throughput comes from batching texts of similar length (padding costs as much as text) and
-//! from a small dedicated thread pool: on two busy cores one thread does as well as two.
+//! Throughput comes from batching texts of similar length ([`super::by_length`]) and from a
+//! small dedicated thread pool: on two busy cores one thread does as well as two.
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -10,20 +10,15 @@ use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::Tokenizer;
 
 use super::model::{MODEL_NAME, ModelFiles};
-use super::{EmbedError, Embedder};
+use super::{EmbedError, Embedder, Resting};
 
 pub const DIMENSION: usize = 384;
 /// The model's input limit, special tokens included.
 pub const MAX_TOKENS: usize = 256;
-/// Padded tokens per forward pass; a batch of short texts holds more of them.
-const BATCH_TOKENS: usize = 4096;
-const MAX_BATCH: usize = 64;
 
 pub struct MiniLm {
-    /// The network, loaded on first use and dropped after a while unused ([`Embedder::rest`]):
-    /// its weights are 90 MB of memory that an idle service does not need.
-    model: std::sync::Mutex<Option<BertModel>>,
-    last_used: std::sync::Mutex<std::time::Instant>,
+    /// The network (90 MB of weights), loaded on first use.
+    model: Resting<BertModel>,
     weights: std::path::PathBuf,
     config: Config,
     tokenizer: Tokenizer,
@@ -40,12 +35,14 @@ impl MiniLm {
     /// Prepares the checked files (the tokenizer now, the network on first use: `memex status`
     /// and full-text searches never pay for it); `threads` = 0 means one per core.
     pub fn load(files: &ModelFiles, threads: usize) -> Result<MiniLm, EmbedError> {
+        let (config_file, tokenizer_file) =
+            (files.path("config.json"), files.path("tokenizer.json"));
         let config: Config = serde_json::from_slice(
-            &std::fs::read(&files.config).map_err(|e| EmbedError::Setup(e.to_string()))?,
+            &std::fs::read(&config_file).map_err(|e| EmbedError::Setup(e.to_string()))?,
         )
-        .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.config.display())))?;
-        let mut tokenizer = Tokenizer::from_file(&files.tokenizer)
-            .map_err(|e| EmbedError::Setup(format!("{}: {e}", files.tokenizer.display())))?;
+        .map_err(|e| EmbedError::Setup(format!("{}: {e}", config_file.display())))?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
+            .map_err(|e| EmbedError::Setup(format!("{}: {e}", tokenizer_file.display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(None)
@@ -63,9 +60,8 @@ impl MiniLm {
             .build()
             .map_err(|e| EmbedError::Setup(e.to_string()))?;
         Ok(MiniLm {
-            model: std::sync::Mutex::new(None),
-            last_used: std::sync::Mutex::new(std::time::Instant::now()),
-            weights: files.weights.clone(),
+            model: Resting::new(),
+            weights: files.path("model.safetensors"),
             config,
             tokenizer,
             pool,
@@ -95,15 +91,10 @@ impl MiniLm {
             let ids = Tensor::from_vec(ids, (n, width), &dev)?;
             let mask = Tensor::from_vec(mask, (n, width), &dev)?;
             let types = ids.zeros_like()?;
-            let mut slot = self.model.lock().unwrap_or_else(|e| e.into_inner());
-            if slot.is_none() {
-                *slot = Some(
-                    load_model(&self.weights, &self.config)
-                        .map_err(|e| candle_core::Error::Msg(e.to_string()))?,
-                );
-            }
-            *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
-            let model = slot.as_ref().expect("loaded above");
+            let model = self
+                .model
+                .get(|| load_model(&self.weights, &self.config))
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
             let hidden = model.forward(&ids, &types, Some(&mask))?;
             // Mean over the real tokens, then unit length.
             let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
@@ -127,19 +118,7 @@ fn load_model(weights: &std::path::Path, config: &Config) -> Result<BertModel, E
 
 impl Embedder for MiniLm {
     fn rest(&self, after: std::time::Duration) {
-        let idle = self
-            .last_used
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .elapsed();
-        if idle >= after {
-            let mut slot = self.model.lock().unwrap_or_else(|e| e.into_inner());
-            if slot.take().is_some() {
-                drop(slot);
-                crate::memory::release_free_memory();
-                tracing::debug!("embedding model unloaded after {} s unused", idle.as_secs());
-            }
-        }
+        self.model.rest(after);
     }
 
     fn id(&self) -> &str {
@@ -179,35 +158,14 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut inputs: Vec<(usize, Vec<u32>)> = Vec::with_capacity(texts.len());
-        for (i, t) in texts.iter().enumerate() {
+        let mut inputs = Vec::with_capacity(texts.len());
+        for t in texts {
             let mut ids = self.tokens(t)?.get_ids().to_vec();
             ids.truncate(MAX_TOKENS - 2);
             ids.insert(0, self.cls);
             ids.push(self.sep);
-            inputs.push((i, ids));
+            inputs.push(ids);
         }
-        // Similar lengths together: a batch is padded to its longest text.
-        inputs.sort_by_key(|(_, ids)| ids.len());
-        let mut out = vec![Vec::new(); texts.len()];
-        let mut start = 0;
-        while start < inputs.len() {
-            let mut end = start + 1;
-            while end < inputs.len()
-                && end - start < MAX_BATCH
-                && (end - start + 1) * inputs[end].1.len() <= BATCH_TOKENS
-            {
-                end += 1;
-            }
-            let batch: Vec<Vec<u32>> = inputs[start..end]
-                .iter()
-                .map(|(_, ids)| ids.clone())
-                .collect();
-            for ((i, _), v) in inputs[start..end].iter().zip(self.forward(&batch)?) {
-                out[*i] = v;
-            }
-            start = end;
-        }
-        Ok(out)
+        super::by_length(inputs, |b| self.forward(b))
     }
 }

