@@ -415,12 +415,7 @@ impl E5 {
         let path = files.path(SPEC.files[0].0);
         let map = map_file(&path)?;
         let parsed = parse(&map)?;
-        crate::memory::keep_large_allocations_in_heap();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("embed-{i}"))
-            .build()
-            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        let pool = super::compute_pool(threads)?;
         Ok(E5 {
             map,
             parsed,

@@ -53,12 +53,7 @@ impl MiniLm {
                 .ok_or_else(|| EmbedError::Setup(format!("the tokenizer has no {t} token")))
         };
         let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
-        crate::memory::keep_large_allocations_in_heap();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("embed-{i}"))
-            .build()
-            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        let pool = super::compute_pool(threads)?;
         Ok(MiniLm {
             model: Resting::new(),
             weights: files.path("model.safetensors"),

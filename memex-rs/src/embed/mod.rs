@@ -244,6 +244,18 @@ impl<T> Resting<T> {
     }
 }
 
+/// The threads a local model computes on (`threads` = 0: one per core), set up as a model
+/// needs them: its large buffers stay in the heap instead of being mapped and unmapped per
+/// batch.
+pub(crate) fn compute_pool(threads: usize) -> Result<rayon::ThreadPool, EmbedError> {
+    crate::memory::keep_large_allocations_in_heap();
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("embed-{i}"))
+        .build()
+        .map_err(|e| EmbedError::Setup(e.to_string()))
+}
+
 /// Cuts `text` into pieces of at most `size` bytes at whitespace where it can, at most `max`.
 pub fn chunk_chars(text: &str, size: usize, max: usize) -> Vec<String> {
     let text = text.trim();
