@@ -677,6 +677,7 @@ async fn a_summary_naming_a_file_the_model_was_not_shown_is_not_stored() {
     let (url, _f) = fake(vec![
         Reply::Json(200, openai_answer("{\"user_request\": \"fix the parser\", \"summary\": \"Fixed the parser in date.ts; tests pass.\", \"completed\": \"done\"}")),
         Reply::Json(200, openai_answer("{\"user_request\": \"fix the parser\", \"summary\": \"Fixed src/date.ts and updated config/billing.py.\", \"completed\": \"done\"}")),
+        Reply::Json(200, openai_answer("{\"user_request\": \"fix the parser\", \"summary\": \"user_summary\", \"completed\": \"done\"}")),
     ])
     .await;
     let mut c = settings("openai", &format!("{url}/v1"), false, 5);
@@ -707,6 +708,14 @@ async fn a_summary_naming_a_file_the_model_was_not_shown_is_not_stored() {
         "{why}"
     );
     assert_eq!(w.spend.len(), 1, "its tokens are still counted");
+    // A field's name where the summary belongs (seen from Gemma 3 270M): the heuristic's row.
+    let w = ask().await.unwrap();
+    assert_eq!(w.provenance.provider, "heuristic");
+    let why = w.provenance.fallback_reason.unwrap();
+    assert!(
+        why.contains("wrote `user_summary` where a summary belongs"),
+        "{why}"
+    );
 }
 
 #[tokio::test]

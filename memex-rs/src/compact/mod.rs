@@ -466,14 +466,10 @@ impl Engine {
                     let parsed = parse(&resp.content, &heuristic);
                     let invented = parsed
                         .as_ref()
-                        .and_then(|v| prompt::invented_file(&v.prose(), &req.user));
+                        .and_then(|v| prompt::ungrounded(&v.prose(), &req.user));
                     let parsed = match &invented {
-                        Some(f) => {
-                            reasons.push(format!(
-                                "{} ({}) named `{f}`, which is not in what it summarised",
-                                p.name(),
-                                p.model()
-                            ));
+                        Some(what) => {
+                            reasons.push(format!("{} ({}) {what}", p.name(), p.model()));
                             None
                         }
                         None => parsed,

@@ -231,6 +231,28 @@ pub fn invented_file(written: &[&str], shown: &str) -> Option<String> {
     })
 }
 
+/// A text that is only a placeholder: one snake_case word (`user_request`, `user_summary`)
+/// that the prompt does not hold, written where a sentence belongs. Small models fill a
+/// schema's field with a name like its own.
+pub fn placeholder<'a>(written: &[&'a str], shown: &str) -> Option<&'a str> {
+    written.iter().map(|w| w.trim()).find(|w| {
+        w.contains('_')
+            && w.starts_with(|c: char| c.is_ascii_lowercase())
+            && w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && !shown.contains(w)
+    })
+}
+
+/// Why a row a model wrote cannot be stored as its memory of what it was `shown`, if it
+/// cannot: it names a file that is not there, or holds a placeholder for a sentence.
+pub fn ungrounded(written: &[&str], shown: &str) -> Option<String> {
+    if let Some(f) = invented_file(written, shown) {
+        return Some(format!("named `{f}`, which is not in what it summarised"));
+    }
+    placeholder(written, shown).map(|w| format!("wrote `{w}` where a summary belongs"))
+}
+
 /// The JSON object in a model's answer: the whole text, or inside a code fence, or the span
 /// from the first `{` to the last `}`.
 pub fn extract_json(text: &str) -> Option<Value> {
@@ -350,6 +372,21 @@ mod tests {
         assert_eq!(
             invented_file(&["Tuned the retry policy of Node.js"], shown),
             None
+        );
+        // A field's name where its sentence belongs is no summary; a real identifier from the
+        // talk, or a sentence, is.
+        assert_eq!(
+            ungrounded(&["Fixed it", " user_summary "], shown).as_deref(),
+            Some("wrote `user_summary` where a summary belongs")
+        );
+        assert_eq!(placeholder(&["file_path"], shown), None);
+        assert_eq!(
+            placeholder(&["Renamed user_id", "date", "修复了"], shown),
+            None
+        );
+        assert_eq!(
+            ungrounded(&["settings.py", "user_request"], shown).as_deref(),
+            Some("named `settings.py`, which is not in what it summarised")
         );
     }
 
