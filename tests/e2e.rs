@@ -649,10 +649,10 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
         ],
     );
     h.json(&["import", "--json"]);
-    // No message has "how", "did", "we" and "fix": every word required would answer nothing.
+    // No message has "how", "did", "we" and "bisect": every word required would answer nothing.
     let v = h.json(&[
         "search",
-        "how did we fix the flaky checkout test?",
+        "how did we bisect the flaky checkout test?",
         "--mode",
         "fts",
         "--json",
@@ -660,7 +660,6 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
     let hits = search_hits(&v);
     assert!(!hits.is_empty(), "{v}");
     assert_eq!(hits[0]["message_id"], "p1", "{v}");
-    // "fix" is in neither row as a word ("Fixed" is another word).
     assert_eq!(
         hits[0]["terms"],
         json!(["flaky", "checkout", "test"]),
@@ -669,12 +668,27 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
     // The answer says that no row has all of it, and which word is nowhere.
     let n = v["notice"].as_str().unwrap();
     assert!(n.contains("no result has every word"), "{n}");
-    assert!(n.contains("nowhere in the archive: `fix`"), "{n}");
+    assert!(n.contains("nowhere in the archive: `bisect`"), "{n}");
     assert!(hits.iter().any(|x| x["message_id"] == "a1"));
+    // A bare word finds its other forms: "fix" is in the answer as "Fixed", "tests" as "test".
+    let v = h.json(&[
+        "search",
+        "how did we fix the checkout tests?",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    let hits = search_hits(&v);
+    assert_eq!(hits[0]["message_id"], "a1", "{v}");
+    assert_eq!(hits[0]["terms"], json!(["fix", "checkout", "tests"]), "{v}");
+    assert!(v["notice"].is_null(), "{v}");
+    // Quoted, a word is only itself.
+    let v = h.json(&["search", "\"fix\"", "--mode", "fts", "--json"]);
+    assert!(search_hits(&v).is_empty(), "{v}");
     // Within a filter too (partial matches looked for among the filter's rows).
     let v = h.json(&[
         "search",
-        "how did we fix the flaky checkout test?",
+        "how did we bisect the flaky checkout test?",
         "--project",
         "/home/dev/app",
         "--mode",

@@ -106,7 +106,9 @@ fn fit(v: &mut Value) {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SearchArgs {
-    /// What to look for. Words are all required; "quoted phrases" stay together; word* is a prefix.
+    /// What to look for, in words or as a question. Rows with every significant word rank first,
+    /// then rows with at least half of them; a bare word also matches its plural and -ed/-ing
+    /// forms; "quoted phrases" stay together and match exactly; word* is a prefix.
     pub query: String,
     /// raw (every message, the default), observations (L1), talks (L2), sessions (L3) or all.
     pub level: Option<String>,

@@ -158,7 +158,9 @@ pub struct ImportArgs {
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// What to look for. Words are all required; "quoted phrases" stay together; word* is a prefix.
+    /// What to look for, in words or as a question. Rows with every significant word rank first,
+    /// then rows with at least half of them; a bare word also matches its plural and -ed/-ing
+    /// forms; "quoted phrases" stay together and match exactly; word* is a prefix.
     pub query: String,
     #[arg(long, default_value_t = 10)]
     pub limit: usize,

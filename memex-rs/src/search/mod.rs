@@ -354,7 +354,7 @@ fn partial_only(
             let fts = l.fts_table();
             here |= conn.query_row(
                 &format!("SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?1)"),
-                [&t.fts],
+                [t.expr()],
                 |r| r.get::<_, bool>(0),
             )?;
             if here {

@@ -14,6 +14,8 @@ pub struct Term {
     /// Typed as a bare word (not a `"phrase"`, not `prefix*`): a stop word of this kind carries
     /// no topic and is dropped from a question.
     pub plain: bool,
+    /// The other forms of a bare English word that also match it ([`word_forms`]).
+    pub forms: Vec<String>,
 }
 
 /// English words that carry no topic in a question to one's memory: articles, pronouns,
@@ -233,17 +235,192 @@ fn term(chunk: &str, prefix: bool, plain: bool) -> Option<Term> {
     // A lone CJK character is indexed only as the first half of bigrams (or a run's last
     // character): search it as a prefix.
     let prefix = prefix || (parts.len() == 1 && single_cjk.is_some());
+    let literal = tokens.join(" ");
+    let forms = if plain && !prefix {
+        word_forms(&literal)
+    } else {
+        Vec::new()
+    };
     Some(Term {
-        literal: tokens.join(" "),
+        literal,
         fts: if prefix { format!("{phrase}*") } else { phrase },
         plain,
+        forms,
     })
 }
 
+/// The other forms an English word takes in a transcript, so that a bare word finds them too:
+/// singular and plural, and a verb's `-s`, `-ed` and `-ing` forms (`email` → `emails`,
+/// `emailed`, `emailing`; `retries` → `retry`, `retried`, `retrying`; `logging` → `log`,
+/// `logs`, `logged`). Only for ASCII words of three letters or more; a quoted word, a prefix
+/// and a CJK word keep their exact form. The rules are deliberately few: a form no transcript
+/// holds costs one index lookup and matches nothing. Never the word itself, at most
+/// [`MAX_FORMS`].
+pub fn word_forms(word: &str) -> Vec<String> {
+    let w = word.to_ascii_lowercase();
+    if w.len() < 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Vec::new();
+    }
+    let mut bases = stems(&w);
+    if bases.is_empty() {
+        bases.push(w.clone());
+    }
+    let mut forms: Vec<String> = Vec::new();
+    for b in bases {
+        let mut all = vec![plural(&b)];
+        all.extend(suffixed(&b, "ed"));
+        all.extend(suffixed(&b, "ing"));
+        all.push(b);
+        for f in all {
+            if f != w && !forms.contains(&f) {
+                forms.push(f);
+            }
+        }
+    }
+    forms.truncate(MAX_FORMS);
+    forms
+}
+
+/// The most forms a word is looked for in (each is one more index lookup).
+const MAX_FORMS: usize = 12;
+
+fn is_vowel(b: u8) -> bool {
+    matches!(b, b'a' | b'e' | b'i' | b'o' | b'u')
+}
+
+/// The base forms `w` may be inflected from, when it ends like a plural, a past or a gerund.
+fn stems(w: &str) -> Vec<String> {
+    let n = w.len();
+    let mut out = Vec::new();
+    // `logged` → `log`, `committed` → `commit`; not `called` → `cal` (l, s, z and f end words
+    // doubled).
+    let undouble = |s: &str, out: &mut Vec<String>| {
+        let b = s.as_bytes();
+        let last = b[b.len() - 1];
+        if b.len() >= 4 && last == b[b.len() - 2] && !b"lszf".contains(&last) && !is_vowel(last) {
+            out.push(s[..s.len() - 1].to_owned());
+        }
+    };
+    if n >= 5 && w.ends_with("ies") {
+        out.push(format!("{}y", &w[..n - 3]));
+        out.push(w[..n - 1].to_owned()); // cookies, movies
+    } else if n >= 5
+        && ["sses", "shes", "ches", "xes", "zes"]
+            .iter()
+            .any(|e| w.ends_with(e))
+    {
+        out.push(w[..n - 2].to_owned());
+    } else if n >= 4 && w.ends_with('s') && !["ss", "us", "is"].iter().any(|e| w.ends_with(e)) {
+        out.push(w[..n - 1].to_owned());
+    } else if n >= 5 && w.ends_with("ied") {
+        out.push(format!("{}y", &w[..n - 3]));
+    } else if n >= 5 && w.ends_with("ed") && !w.ends_with("eed") {
+        let s = &w[..n - 2];
+        out.push(s.to_owned());
+        out.push(format!("{s}e"));
+        undouble(s, &mut out);
+    } else if n >= 6 && w.ends_with("ing") {
+        let s = &w[..n - 3];
+        // `string` is not a form of `str`: a stem this short only when it was doubled.
+        if s.len() >= 4 {
+            out.push(s.to_owned());
+            out.push(format!("{s}e"));
+        }
+        undouble(s, &mut out);
+    }
+    out.retain(|s| s.len() >= 3);
+    out
+}
+
+/// How a verb ending consonant-vowel-consonant (`log`, `stop`, `commit`) takes `-ed` and
+/// `-ing`: a one-syllable one doubles its last letter (`logged`); a longer one may or may not
+/// (`committed`, `edited`), so both are looked for; anything else does not.
+#[derive(PartialEq)]
+enum Doubling {
+    No,
+    Yes,
+    Both,
+}
+
+fn doubling(b: &[u8]) -> Doubling {
+    let n = b.len();
+    let cvc = n >= 3
+        && !is_vowel(b[n - 1])
+        && !b"wxy".contains(&b[n - 1])
+        && is_vowel(b[n - 2])
+        && !is_vowel(b[n - 3]);
+    if !cvc {
+        Doubling::No
+    } else if n == 3 || (n == 4 && !is_vowel(b[0])) {
+        Doubling::Yes
+    } else {
+        Doubling::Both
+    }
+}
+
+fn plural(b: &str) -> String {
+    let bytes = b.as_bytes();
+    let n = bytes.len();
+    if b.ends_with('y') && !is_vowel(bytes[n - 2]) {
+        format!("{}ies", &b[..n - 1])
+    } else if ["s", "x", "z", "ch", "sh"].iter().any(|e| b.ends_with(e)) {
+        format!("{b}es")
+    } else {
+        format!("{b}s")
+    }
+}
+
+/// `b` with `-ed` or `-ing` (`ending`) added, as English spells it.
+fn suffixed(b: &str, ending: &str) -> Vec<String> {
+    let bytes = b.as_bytes();
+    let n = bytes.len();
+    let plain = if b.ends_with('e') && !(ending == "ing" && b.ends_with("ee")) {
+        format!("{}{ending}", &b[..n - 1])
+    } else if ending == "ed" && b.ends_with('y') && !is_vowel(bytes[n - 2]) {
+        format!("{}ied", &b[..n - 1])
+    } else {
+        format!("{b}{ending}")
+    };
+    let doubled = format!("{b}{}{ending}", &b[n - 1..]);
+    match doubling(bytes) {
+        Doubling::No => vec![plain],
+        Doubling::Yes => vec![doubled],
+        Doubling::Both => vec![plain, doubled],
+    }
+}
+
 impl Term {
+    /// The FTS5 expression that finds this term: its phrase, or any of its forms.
+    pub fn expr(&self) -> String {
+        if self.forms.is_empty() {
+            return self.fts.clone();
+        }
+        let mut any = vec![self.fts.clone()];
+        // A form is ASCII letters only: nothing in it can break out of the quotes.
+        any.extend(self.forms.iter().map(|f| format!("\"{f}\"")));
+        format!("({})", any.join(" OR "))
+    }
+
+    /// The word and its forms, longest first (so that a regex tries `emails` before `email`).
+    fn spellings(&self) -> Vec<&str> {
+        let mut all: Vec<&str> = std::iter::once(self.literal.as_str())
+            .chain(self.forms.iter().map(String::as_str))
+            .collect();
+        all.sort_by_key(|w| std::cmp::Reverse(w.len()));
+        all
+    }
+
     /// A case-insensitive regex that finds this term in a message's text (the words of a
-    /// phrase separated by anything that is not a letter or digit), for counting occurrences.
+    /// phrase separated by anything that is not a letter or digit, or any form of a word), for
+    /// counting occurrences.
     pub fn regex(&self) -> Option<regex::Regex> {
+        if !self.forms.is_empty() {
+            let any: Vec<String> = self.spellings().into_iter().map(regex::escape).collect();
+            return regex::RegexBuilder::new(&format!("(?:{})", any.join("|")))
+                .case_insensitive(true)
+                .build()
+                .ok();
+        }
         let words: Vec<String> = self.literal.split(' ').map(regex::escape).collect();
         let mut pattern = words.join(r"[^\p{L}\p{N}]+");
         if self.fts.ends_with('*') {
@@ -279,7 +456,7 @@ impl Term {
 pub fn match_expr(terms: &[Term]) -> String {
     terms
         .iter()
-        .map(|t| t.fts.as_str())
+        .map(Term::expr)
         .collect::<Vec<_>>()
         .join(" AND ")
 }
@@ -288,19 +465,25 @@ pub fn match_expr(terms: &[Term]) -> String {
 pub fn match_any(terms: &[Term]) -> String {
     terms
         .iter()
-        .map(|t| t.fts.as_str())
+        .map(Term::expr)
         .collect::<Vec<_>>()
         .join(" OR ")
 }
 
-/// The words of the terms, each escaped for a regular expression.
+/// The words of the terms and their forms, longest first (an alternation takes the first that
+/// matches), each escaped for a regular expression.
 pub fn term_words(terms: &[Term]) -> Vec<String> {
-    terms
+    let mut words: Vec<&str> = terms
         .iter()
-        .flat_map(|t| t.literal.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|t| {
+            t.literal
+                .split(' ')
+                .chain(t.forms.iter().map(String::as_str))
+        })
         .filter(|w| !w.is_empty())
-        .map(|w| regex::escape(&w))
-        .collect()
+        .collect();
+    words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    words.into_iter().map(regex::escape).collect()
 }
 
 /// A case-insensitive expression matching any of `patterns` (the first that matches wins), or
@@ -443,10 +626,67 @@ mod tests {
             let t = &parse_query(q)[0];
             t.count(&t.regex().unwrap(), text)
         };
-        assert_eq!(count("fix", "Fixed it, then fix again; prefix"), 1);
+        // A bare word counts its forms too; a quoted one only itself; never inside a word.
+        assert_eq!(count("fix", "Fixed it, then fix again; prefix"), 2);
+        assert_eq!(count("\"fix\"", "Fixed it, then fix again; prefix"), 1);
+        assert_eq!(
+            count("email", "Emails, the email outbox; emailing; emailsx"),
+            3
+        );
         assert_eq!(count("redis", "redis_cache and 用redis做缓存, Redis!"), 3);
         assert_eq!(count("pref*", "prefix prefer apref"), 2);
         assert_eq!(count("缓存", "修复redis缓存的问题"), 1);
+    }
+
+    #[test]
+    fn a_bare_word_finds_its_plural_and_verb_forms() {
+        let forms = |w: &str| word_forms(w);
+        let has = |w: &str, want: &[&str]| {
+            let f = forms(w);
+            for x in want {
+                assert!(f.contains(&(*x).to_owned()), "{w}: {f:?} lacks {x}");
+            }
+        };
+        has("email", &["emails", "emailed", "emailing"]);
+        has("emails", &["email"]);
+        has("retries", &["retry", "retried", "retrying"]);
+        has("logging", &["log", "logs", "logged"]);
+        has("committed", &["commit", "commits", "committing"]);
+        has("cached", &["cache", "caches", "caching"]);
+        has("fixes", &["fix", "fixed", "fixing"]);
+        has("stop", &["stops", "stopped", "stopping"]);
+        has("query", &["queries", "queried"]);
+        // Not a form: `str` of `string`, `cal` of `called`, `statu` of `status`.
+        assert!(!forms("string").contains(&"str".to_owned()));
+        assert!(forms("called").contains(&"call".to_owned()));
+        assert!(!forms("called").contains(&"cal".to_owned()));
+        assert!(!forms("status").contains(&"statu".to_owned()));
+        assert!(
+            !forms("test").contains(&"test".to_owned()),
+            "never the word itself"
+        );
+        for none in ["go", "utf8", "café", "认证", ""] {
+            assert!(forms(none).is_empty(), "{none}");
+        }
+        has("edit", &["edits", "edited", "editing"]);
+        has("open", &["opened", "opening"]);
+        has("commit", &["committed", "committing"]);
+        has("cookies", &["cookie"]);
+        has("use", &["uses", "used", "using"]);
+        assert!(forms("internationalisations").len() <= MAX_FORMS);
+        // Bare words match any form; a quoted word, a prefix and CJK keep their exact form.
+        let t = &parse_query("Emails")[0];
+        assert_eq!(t.literal, "Emails");
+        assert_eq!(
+            t.expr(),
+            "(\"Emails\" OR \"emailed\" OR \"emailing\" OR \"email\")"
+        );
+        for exact in ["\"emails\"", "emails*", "认证"] {
+            let t = &parse_query(exact)[0];
+            assert_eq!(t.expr(), t.fts, "{exact}");
+        }
+        let s = snippet("Emails are queued", &parse_query("email"), 40);
+        assert_eq!(s, "**Emails** are queued");
     }
 
     #[test]

@@ -103,7 +103,7 @@ fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Vec<f64>, Sea
     ))?;
     terms
         .iter()
-        .map(|t| Ok(st.query_row([&t.fts], |r| r.get::<_, i64>(0))? as f64))
+        .map(|t| Ok(st.query_row([t.expr()], |r| r.get::<_, i64>(0))? as f64))
         .collect()
 }
 

@@ -975,12 +975,19 @@ mod tests {
         let mark = |q: &str| marker(&search::query::parse_query(q));
         let p = pieces(
             "…the **failing** test **fails** on **CI**…",
-            mark("failing CI").as_ref(),
+            mark("\"failing\" CI").as_ref(),
         );
         let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
         assert_eq!(marked, ["failing", "CI"]);
         let text: String = p.iter().map(|x| x.0.as_str()).collect();
         assert_eq!(text, "…the failing test fails on CI…");
+        // A bare word marks its other forms too, as the search matched them.
+        let p = pieces(
+            "…the failing test fails on CI…",
+            mark("failing CI").as_ref(),
+        );
+        let marked: Vec<&str> = p.iter().filter(|x| x.1).map(|x| x.0.as_str()).collect();
+        assert_eq!(marked, ["failing", "fails", "CI"]);
         assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
         let p = pieces(
             "fix **verify**_**signature** and the signature",
