@@ -415,6 +415,53 @@ fn hooks_inject_memory_through_the_running_service() {
         v["error"]["message"].as_str().unwrap().contains("cwd"),
         "{v}"
     );
+    let bad = s
+        .client()
+        .post(s.url("/api/inject"))
+        .json(&json!({"mode": "smart", "cwd": PROJECT, "prompt": "x", "explain": "yes"}))
+        .send()
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    let v: Value = bad.json().unwrap();
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("explain"),
+        "{v}"
+    );
+
+    // --explain says why, candidate by candidate: its score parts and what became of it (in
+    // the session the `memex-inject` binary served above, which has not compacted since).
+    let explained = hook(
+        &home,
+        memex(),
+        &["inject", "--mode", "smart", "--explain"],
+        &on,
+        &prompt_json(LATER_B, PROJECT, later),
+    );
+    // (What was given before is not given again; other talks above the threshold may be.)
+    let why = String::from_utf8_lossy(&explained.stderr);
+    let candidates: Vec<&str> = why.lines().filter(|l| l.contains("candidate: ")).collect();
+    assert!(!candidates.is_empty() && candidates.len() <= 5, "{why}");
+    assert!(
+        candidates.iter().any(|l| l.contains(SESSION)
+            && l.contains("similarity 0.")
+            && l.contains(", words ")
+            && l.ends_with("already given to this session")),
+        "{why}"
+    );
+    let absent = hook(
+        &home,
+        memex(),
+        &["inject", "--mode", "smart", "--explain"],
+        &on,
+        &prompt_json(
+            LATER,
+            PROJECT,
+            "Configure the Zigbee door sensors in Home Assistant to switch on the porch light",
+        ),
+    );
+    let why = String::from_utf8_lossy(&absent.stderr);
+    assert!(why.contains(": below the threshold"), "{why}");
+    assert!(!why.contains(": injected"), "{why}");
 }
 
 /// One JSON object on stdout, exit 0.

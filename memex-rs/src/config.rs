@@ -69,7 +69,7 @@ impl Default for InjectSettings {
         InjectSettings {
             enabled: false,
             project_scope: "project".into(),
-            similarity_threshold: 0.55,
+            similarity_threshold: 0.6,
             max_results: 5,
             max_tokens: 1000,
             full_max_sessions: 5,

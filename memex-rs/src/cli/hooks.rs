@@ -46,6 +46,7 @@ pub fn run_hook(cli: &Cli) {
                     host(agent),
                     stdin,
                     client::headless(&ctx.env.vars),
+                    explain,
                 )
             }
             Command::Hook {

@@ -10,7 +10,9 @@ use crate::store::read::{Filter, iso};
 use crate::vector::indexer::Vectors;
 
 use super::gate::prompt_skip;
-use super::{Item, MAX_CONTEXT_CHARS, Mode, Options, Request, Response, calibration};
+use super::{
+    Considered, EXPLAINED, Item, MAX_CONTEXT_CHARS, Mode, Options, Request, Response, calibration,
+};
 
 /// Characters of a prompt that are embedded (the model reads 256 tokens of it anyway).
 const PROMPT_CHARS: usize = 2000;
@@ -139,6 +141,7 @@ pub fn candidates(
         },
     )?;
     let model = vectors.embedder.id().to_owned();
+    let words = PromptWords::of(&text);
     let mut out = Vec::new();
     for (t, rows) in found {
         let rows = match t {
@@ -147,6 +150,7 @@ pub fn candidates(
         };
         for (hit, text) in rows {
             let similarity = hit.score;
+            let share = words.share(&text);
             out.push(Item {
                 level: t,
                 hint: hint(&hit.session_id, hit.prompt_number),
@@ -155,8 +159,14 @@ pub fn candidates(
                 project: hit.project,
                 prompt_number: hit.prompt_number,
                 date: hit.timestamp,
-                confidence: Some(calibration::confidence(&model, t, similarity)),
+                confidence: Some(calibration::confidence(
+                    &model,
+                    t,
+                    similarity,
+                    share.unwrap_or(0.0),
+                )),
                 similarity: Some(similarity),
+                words: share,
                 summary: text,
             });
         }
@@ -167,6 +177,39 @@ pub fn candidates(
             .total_cmp(&a.confidence.unwrap_or(0.0))
     });
     Ok(out)
+}
+
+/// The significant words of a prompt (its first [`PROMPT_WORDS`], with their other forms), to
+/// measure how many of them an item holds.
+struct PromptWords(Vec<(search::query::Term, regex::Regex)>);
+
+/// The most words of a prompt that are looked for in its candidates.
+const PROMPT_WORDS: usize = 48;
+
+impl PromptWords {
+    fn of(prompt: &str) -> PromptWords {
+        let mut seen = std::collections::HashSet::new();
+        let terms = search::query::parse_query(prompt)
+            .into_iter()
+            .filter(|t| seen.insert(t.literal.to_lowercase()))
+            .filter_map(|t| t.regex().map(|re| (t, re)))
+            .take(PROMPT_WORDS)
+            .collect();
+        PromptWords(terms)
+    }
+
+    /// The share of the words found in `text` as whole words; `None` for a prompt without any.
+    fn share(&self, text: &str) -> Option<f64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let found = self
+            .0
+            .iter()
+            .filter(|(t, re)| t.count(re, text) > 0)
+            .count();
+        Some(found as f64 / self.0.len() as f64)
+    }
 }
 
 fn smart(
@@ -191,14 +234,27 @@ fn smart(
     )?;
     res.best_confidence = all.first().and_then(|i| i.confidence);
     // Never the same item twice in one session: what earlier prompts of it already got.
-    let mut seen = already_injected(conn, req.session_id.as_deref())?;
-    let chosen: Vec<Item> = all
-        .into_iter()
-        .filter(|i| i.confidence.unwrap_or(0.0) >= o.threshold)
-        // One item per talk (or per session summary): the most confident.
-        .filter(|i| seen.insert((i.session_id.clone(), i.prompt_number)))
-        .take(o.max_results)
-        .collect();
+    let given = already_injected(conn, req.session_id.as_deref())?;
+    let mut taken = std::collections::HashSet::new();
+    let mut chosen: Vec<Item> = Vec::new();
+    let mut fates = Vec::with_capacity(all.len());
+    for i in &all {
+        let key = (i.session_id.clone(), i.prompt_number);
+        fates.push(if i.confidence.unwrap_or(0.0) < o.threshold {
+            "below the threshold"
+        } else if given.contains(&key) {
+            "already given to this session"
+        } else if taken.contains(&key) {
+            // One item per talk (or per session summary): the most confident.
+            "another item of its talk ranks higher"
+        } else if chosen.len() >= o.max_results {
+            "over max_results"
+        } else {
+            taken.insert(key);
+            chosen.push(i.clone());
+            "injected"
+        });
+    }
     let header = "Memex: earlier history that may be relevant to this prompt, with the chance \
                   that it is (confidence) and the memex MCP call that reads it in full.";
     render(res, header, chosen, o.max_tokens, |i| {
@@ -221,6 +277,32 @@ fn smart(
             }
         )
     });
+    if o.explain {
+        let fits = res.items.len();
+        let mut injected = 0;
+        for (i, fate) in all.iter().zip(fates).take(EXPLAINED) {
+            let verdict = match fate {
+                "injected" => {
+                    injected += 1;
+                    if injected > fits {
+                        "over the token budget"
+                    } else {
+                        fate
+                    }
+                }
+                _ => fate,
+            };
+            res.considered.push(Considered {
+                level: i.level,
+                session_id: i.session_id.clone(),
+                prompt_number: i.prompt_number,
+                similarity: i.similarity.unwrap_or(0.0),
+                words: i.words,
+                confidence: i.confidence.unwrap_or(0.0),
+                verdict,
+            });
+        }
+    }
     Ok(())
 }
 
@@ -311,6 +393,7 @@ fn full(
                 date: iso(r.get(6)?),
                 confidence: None,
                 similarity: None,
+                words: None,
                 summary: text,
             })
         })?
@@ -465,6 +548,7 @@ mod tests {
             date: Some("2026-03-01T10:00:00Z".into()),
             confidence: Some(0.9),
             similarity: Some(0.7),
+            words: None,
             summary: "word ".repeat(len),
             hint: hint(&format!("s{n}"), n),
         };
@@ -513,6 +597,7 @@ mod tests {
             date: None,
             confidence: Some(0.9),
             similarity: Some(0.7),
+            words: None,
             summary: evil.into(),
             hint: hint("s1", 1),
         };

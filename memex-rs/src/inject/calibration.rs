@@ -1,14 +1,17 @@
 //! Confidence: the estimated probability that an item is relevant to a prompt.
 //!
-//! A cosine similarity means different things at different levels: a one-line observation of a
-//! tool call and a paragraph-long session summary sit at different distances from the same
-//! prompt even when both are what the user needs (and a raw prompt or answer, which stands for
-//! its talk, differs again). So each level gets its own logistic curve
-//! (Platt scaling), `confidence = 1 / (1 + exp(-(a * similarity + b)))`, fitted by
-//! `memex-bench inject` (which prints them) on labelled prompt/item pairs: prompts replayed from
-//! the eval topics and the fixture transcripts, where an item is relevant when it belongs to
-//! the session the prompt is about. Once fitted, a confidence of 0.7 means that about 70 % of the items
-//! scored near 0.7 were relevant, at every level, so one threshold serves all three.
+//! Two things speak for an item: how close its meaning is to the prompt's (the cosine
+//! similarity of their embeddings) and how many of the prompt's significant words it holds
+//! (`words`, the share of them, with their other forms; [`crate::search::query`]). A cosine
+//! means different things at different levels: a one-line observation of a tool call and a
+//! paragraph-long session summary sit at different distances from the same prompt even when
+//! both are what the user needs (and a raw prompt or answer, which stands for its talk, differs
+//! again). So each level gets its own logistic curve,
+//! `confidence = 1 / (1 + exp(-(a * similarity + c * words + b)))`, fitted by `memex-bench
+//! inject` (which prints them) on labelled prompt/item pairs: prompts replayed from the eval
+//! topics and the fixture transcripts, where an item is relevant when it belongs to the session
+//! the prompt is about. Once fitted, a confidence of 0.7 means that about 70 % of the items
+//! scored near 0.7 were relevant, at every level, so one threshold serves all of them.
 //!
 //! The curves belong to a model (both local models have theirs): for an embedding model
 //! without fitted curves (a remote provider's), the confidence is the cosine similarity
@@ -16,20 +19,26 @@
 
 use crate::layer::Layer;
 
-/// Fitted curves per model: (a, b) for observations, talks, sessions, raw messages.
-const FITTED: &[(&str, [(f64, f64); 4])] = &[
+/// Fitted curves per model: `[a, c, b]` (similarity, words, constant) for observations,
+/// talks, sessions, raw messages.
+const FITTED: &[(&str, [[f64; 3]; 4])] = &[
     (
         crate::embed::model::MODEL_NAME,
-        [(9.86, -6.32), (9.30, -6.38), (12.87, -6.79), (6.86, -4.98)],
+        [
+            [8.60, 1.12, -5.90],
+            [8.91, 1.02, -6.31],
+            [6.58, 4.18, -5.73],
+            [3.19, 3.45, -4.30],
+        ],
     ),
     // Its cosines crowd into 0.75..0.95: steep curves, an even chance near 0.90.
     (
         crate::embed::model::E5.name,
         [
-            (67.65, -60.98),
-            (42.65, -39.30),
-            (60.67, -54.57),
-            (45.42, -41.60),
+            [67.65, 0.0, -60.98],
+            [42.65, 0.0, -39.30],
+            [60.67, 0.0, -54.57],
+            [45.42, 0.0, -41.60],
         ],
     ),
 ];
@@ -49,12 +58,13 @@ pub fn slot(t: Layer) -> usize {
     }
 }
 
-/// The confidence of an item of level `t` at cosine `similarity` to the prompt.
-pub fn confidence(model: &str, t: Layer, similarity: f64) -> f64 {
+/// The confidence of an item of level `t` at cosine `similarity` to the prompt, holding the
+/// share `words` (0..1) of the prompt's significant words.
+pub fn confidence(model: &str, t: Layer, similarity: f64, words: f64) -> f64 {
     match FITTED.iter().find(|(m, _)| *m == model) {
         Some((_, curves)) => {
-            let (a, b) = curves[slot(t)];
-            logistic(a * similarity + b)
+            let [a, c, b] = curves[slot(t)];
+            logistic(a * similarity + c * words + b)
         }
         None => similarity.clamp(0.0, 1.0),
     }
@@ -64,46 +74,113 @@ fn logistic(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// Fits `P(relevant) = logistic(a * x + b)` to labelled samples by Newton's method on the
-/// log-likelihood, with Platt's smoothed targets (so perfectly separated data still gives finite
-/// coefficients). Returns `None` without both kinds of samples.
-pub fn fit(samples: &[(f64, bool)]) -> Option<(f64, f64)> {
+/// Fits `P(relevant) = logistic(a · x + b)` (one weight per feature of `x`) to labelled
+/// samples by Newton's method on the log-likelihood, with Platt's smoothed targets (so
+/// perfectly separated data still gives finite coefficients). Returns `None` without both
+/// kinds of samples.
+pub fn fit<const K: usize>(samples: &[([f64; K], bool)]) -> Option<([f64; K], f64)> {
     let pos = samples.iter().filter(|s| s.1).count() as f64;
     let neg = samples.len() as f64 - pos;
     if pos == 0.0 || neg == 0.0 {
         return None;
     }
     let (hi, lo) = ((pos + 1.0) / (pos + 2.0), 1.0 / (neg + 2.0));
-    let (mut a, mut b) = (0.0f64, ((pos + 1.0) / (neg + 1.0)).ln());
+    let target = |y: bool| if y { hi } else { lo };
+    let z = |x: &[f64; K]| -> Vec<f64> { x.iter().copied().chain(std::iter::once(1.0)).collect() };
+    let dot = |z: &[f64], w: &[f64]| -> f64 { z.iter().zip(w).map(|(z, w)| z * w).sum() };
+    // The negative log-likelihood against the smoothed targets.
+    let loss = |w: &[f64]| -> f64 {
+        samples
+            .iter()
+            .map(|(x, y)| {
+                let s = dot(&z(x), w);
+                let t = target(*y);
+                // log(1 + e^s) - t·s, computed without overflow.
+                s.max(0.0) + (-s.abs()).exp().ln_1p() - t * s
+            })
+            .sum()
+    };
+    // The weights, then the constant.
+    let mut w = vec![0.0f64; K + 1];
+    w[K] = ((pos + 1.0) / (neg + 1.0)).ln();
+    let mut current = loss(&w);
     for _ in 0..100 {
         // Gradient and Hessian of the negative log-likelihood.
-        let (mut ga, mut gb, mut haa, mut hab, mut hbb) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        for &(x, y) in samples {
-            let t = if y { hi } else { lo };
-            let p = logistic(a * x + b);
-            let d = p - t;
-            let w = (p * (1.0 - p)).max(1e-12);
-            ga += d * x;
-            gb += d;
-            haa += w * x * x;
-            hab += w * x;
-            hbb += w;
+        let mut g = vec![0.0f64; K + 1];
+        let mut h = vec![vec![0.0f64; K + 1]; K + 1];
+        for (x, y) in samples {
+            let z = z(x);
+            let p = logistic(dot(&z, &w));
+            let d = p - target(*y);
+            let v = (p * (1.0 - p)).max(1e-12);
+            for i in 0..=K {
+                g[i] += d * z[i];
+                for j in 0..=K {
+                    h[i][j] += v * z[i] * z[j];
+                }
+            }
         }
         // A little ridge keeps the step defined.
-        let (haa, hbb) = (haa + 1e-9, hbb + 1e-9);
-        let det = haa * hbb - hab * hab;
-        if det.abs() < 1e-15 {
-            break;
+        for (i, row) in h.iter_mut().enumerate() {
+            row[i] += 1e-9;
         }
-        let da = (hbb * ga - hab * gb) / det;
-        let db = (haa * gb - hab * ga) / det;
-        a -= da;
-        b -= db;
-        if da.abs() < 1e-9 && db.abs() < 1e-9 {
+        let Some(mut step) = solve(h, g) else {
+            break;
+        };
+        // Newton's step, halved until it lowers the loss (a full step can overshoot where
+        // the data are nearly separable).
+        let mut next: Vec<f64>;
+        let mut halvings = 0;
+        loop {
+            next = w.iter().zip(&step).map(|(w, s)| w - s).collect();
+            let l = loss(&next);
+            if l <= current || halvings == 40 {
+                current = l.min(current);
+                break;
+            }
+            step.iter_mut().for_each(|s| *s /= 2.0);
+            halvings += 1;
+        }
+        let done = step.iter().all(|s| s.abs() < 1e-9) || halvings == 40;
+        if halvings < 40 {
+            w = next;
+        }
+        if done {
             break;
         }
     }
-    Some((a, b))
+    let mut a = [0.0; K];
+    a.copy_from_slice(&w[..K]);
+    Some((a, w[K]))
+}
+
+/// Solves `m · x = v` by Gaussian elimination with partial pivoting; `None` when `m` is
+/// singular.
+fn solve(mut m: Vec<Vec<f64>>, mut v: Vec<f64>) -> Option<Vec<f64>> {
+    let n = v.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() < 1e-15 {
+            return None;
+        }
+        m.swap(col, pivot);
+        v.swap(col, pivot);
+        let (top, rest) = m.split_at_mut(col + 1);
+        let pivot_row = &top[col];
+        for (row, r) in rest.iter_mut().enumerate() {
+            let f = r[col] / pivot_row[col];
+            for (x, p) in r[col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
+            }
+            v[col + 1 + row] -= f * v[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let rest: f64 = (row + 1..n).map(|k| m[row][k] * x[k]).sum();
+        x[row] = (v[row] - rest) / m[row][row];
+    }
+    Some(x)
 }
 
 #[cfg(test)]
@@ -118,21 +195,40 @@ mod tests {
             let x = i as f64 / 100.0;
             let p = logistic(8.0 * x - 4.0);
             let pos = (p * 200.0).round() as usize;
-            samples.extend(std::iter::repeat_n((x, true), pos));
-            samples.extend(std::iter::repeat_n((x, false), 200 - pos));
+            samples.extend(std::iter::repeat_n(([x], true), pos));
+            samples.extend(std::iter::repeat_n(([x], false), 200 - pos));
         }
-        let (a, b) = fit(&samples).unwrap();
+        let ([a], b) = fit(&samples).unwrap();
         assert!((a - 8.0).abs() < 0.3 && (b + 4.0).abs() < 0.2, "{a} {b}");
-        assert_eq!(fit(&[(0.5, true)]), None);
+        assert_eq!(fit(&[([0.5], true)]), None);
+    }
+
+    #[test]
+    fn fit_recovers_a_curve_of_two_features() {
+        // logistic(6 s + 3 w - 5) over a grid of (similarity, words).
+        let mut samples = Vec::new();
+        for i in 0..=20 {
+            for j in 0..=10 {
+                let (s, w) = (i as f64 / 20.0, j as f64 / 10.0);
+                let pos = (logistic(6.0 * s + 3.0 * w - 5.0) * 100.0).round() as usize;
+                samples.extend(std::iter::repeat_n(([s, w], true), pos));
+                samples.extend(std::iter::repeat_n(([s, w], false), 100 - pos));
+            }
+        }
+        let ([a, c], b) = fit(&samples).unwrap();
+        assert!(
+            (a - 6.0).abs() < 0.3 && (c - 3.0).abs() < 0.3 && (b + 5.0).abs() < 0.3,
+            "{a} {c} {b}"
+        );
     }
 
     #[test]
     fn separable_data_gives_a_finite_steep_curve() {
-        let samples: Vec<(f64, bool)> = (0..50)
-            .map(|i| (0.2 + i as f64 * 0.002, false))
-            .chain((0..10).map(|i| (0.7 + i as f64 * 0.01, true)))
+        let samples: Vec<([f64; 1], bool)> = (0..50)
+            .map(|i| ([0.2 + i as f64 * 0.002], false))
+            .chain((0..10).map(|i| ([0.7 + i as f64 * 0.01], true)))
             .collect();
-        let (a, b) = fit(&samples).unwrap();
+        let ([a], b) = fit(&samples).unwrap();
         assert!(a.is_finite() && b.is_finite() && a > 0.0);
         assert!(logistic(a * 0.75 + b) > 0.8);
         assert!(logistic(a * 0.25 + b) < 0.1);
@@ -140,10 +236,13 @@ mod tests {
 
     #[test]
     fn uncalibrated_models_use_the_similarity() {
-        assert_eq!(confidence("nomic-embed-text", Layer::Talks, 0.42), 0.42);
-        assert_eq!(confidence("nomic-embed-text", Layer::Talks, -0.2), 0.0);
+        assert_eq!(
+            confidence("nomic-embed-text", Layer::Talks, 0.42, 1.0),
+            0.42
+        );
+        assert_eq!(confidence("nomic-embed-text", Layer::Talks, -0.2, 0.0), 0.0);
         assert!(is_calibrated(crate::embed::model::MODEL_NAME));
-        let c = |s| confidence(crate::embed::model::MODEL_NAME, Layer::Sessions, s);
+        let c = |s| confidence(crate::embed::model::MODEL_NAME, Layer::Sessions, s, 0.0);
         assert!(c(0.9) > c(0.5) && c(0.5) > c(0.1));
     }
 
@@ -153,7 +252,7 @@ mod tests {
             assert!(is_calibrated(m.name), "{} has no fitted curves", m.name);
         }
         // multilingual-e5-small gives 0.8 to unrelated texts: its curves make that unlikely.
-        let e5 = |s| confidence(crate::embed::model::E5.name, Layer::Talks, s);
+        let e5 = |s| confidence(crate::embed::model::E5.name, Layer::Talks, s, 0.0);
         assert!(e5(0.8) < 0.1 && e5(0.97) > 0.8, "{} {}", e5(0.8), e5(0.97));
     }
 }

@@ -104,6 +104,7 @@ pub fn inject(
     host: Host,
     stdin: impl Read + Send + 'static,
     headless: bool,
+    explain: bool,
 ) -> Outcome {
     let started = Instant::now();
     let s = &settings.inject;
@@ -153,6 +154,7 @@ pub fn inject(
         }),
         min_prompt_chars: Some(s.min_prompt_chars),
         record_prompt: Some(s.record_prompts),
+        explain: (explain && mode == Mode::Smart).then_some(true),
     };
     let body = match serde_json::to_value(&req) {
         Ok(b) => b,
@@ -173,6 +175,19 @@ pub fn inject(
             i["session_id"].as_str().unwrap_or(""),
             i["prompt_number"],
             i["confidence"]
+        ));
+    }
+    for c in v["considered"].as_array().into_iter().flatten() {
+        let number = |k: &str| c[k].as_f64().map_or("-".to_owned(), |x| format!("{x:.2}"));
+        out = out.note(format!(
+            "candidate: {} {} prompt {}: similarity {}, words {} → confidence {}: {}",
+            c["level"].as_str().unwrap_or(""),
+            c["session_id"].as_str().unwrap_or(""),
+            c["prompt_number"],
+            number("similarity"),
+            number("words"),
+            number("confidence"),
+            c["verdict"].as_str().unwrap_or("")
         ));
     }
     if let Some(b) = v["best_confidence"].as_f64() {

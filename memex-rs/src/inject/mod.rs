@@ -100,6 +100,9 @@ pub struct Request {
     /// Keep the prompt's text in the injection log; default `[inject] record_prompts`.
     #[serde(default)]
     pub record_prompt: Option<bool>,
+    /// Smart: say in `considered` why the best candidates were or were not injected.
+    #[serde(default)]
+    pub explain: Option<bool>,
 }
 
 /// The options of one request, defaults filled in and checked.
@@ -113,6 +116,7 @@ pub struct Options {
     pub max_tokens: usize,
     pub min_prompt_chars: usize,
     pub record_prompt: bool,
+    pub explain: bool,
 }
 
 /// Longest accepted prompt, in bytes (longer ones are pasted logs; their start is embedded).
@@ -180,6 +184,7 @@ impl Request {
             max_tokens,
             min_prompt_chars,
             record_prompt: self.record_prompt.unwrap_or(s.record_prompts),
+            explain: self.explain.unwrap_or(false),
         })
     }
 }
@@ -208,6 +213,9 @@ pub struct Item {
     /// Cosine similarity of the item to the prompt (smart mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+    /// The share of the prompt's significant words the item holds (smart mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<f64>,
     pub summary: String,
     /// How to read the item in full through the MCP server.
     pub hint: String,
@@ -228,7 +236,28 @@ pub struct Response {
     /// Why nothing was looked up, when that is the case.
     pub skipped: Option<String>,
     pub latency_ms: f64,
+    /// Smart mode, asked with `explain`: the best candidates and what became of each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub considered: Vec<Considered>,
 }
+
+/// One candidate of smart mode, as `explain` shows it: its score parts and its fate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Considered {
+    #[serde(serialize_with = "item_name")]
+    pub level: Layer,
+    pub session_id: String,
+    pub prompt_number: i64,
+    pub similarity: f64,
+    /// The share of the prompt's significant words it holds.
+    pub words: Option<f64>,
+    pub confidence: f64,
+    /// `injected`, or why not.
+    pub verdict: &'static str,
+}
+
+/// How many candidates `explain` shows.
+pub const EXPLAINED: usize = 5;
 
 #[cfg(test)]
 mod tests {

@@ -150,34 +150,38 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
     );
 
     // 1. Calibration samples: every candidate of every prompt, across all projects.
-    let mut samples: [Vec<(f64, bool)>; 4] = Default::default();
+    let mut samples: [Vec<([f64; 2], bool)>; 4] = Default::default();
     let mut scored: Vec<(usize, f64, bool)> = Vec::new();
-    // (fold, level, similarity, relevant): folds by pairs of prompts, so a topic's two
+    // (fold, level, [similarity, words], relevant): folds by pairs of prompts, so a topic's two
     // questions stay together.
-    let mut folded: Vec<(usize, usize, f64, bool)> = Vec::new();
+    let mut folded: Vec<(usize, usize, [f64; 2], bool)> = Vec::new();
     for (n, q) in all.iter().enumerate() {
         let items =
             inject::candidates(&conn, vectors, &rt, &q.text, &Filter::default(), &[], 20).unwrap();
         for i in items {
             let rel = q.relevant.contains(&i.session_id);
             let slot = memex::inject::calibration::slot(i.level);
-            samples[slot].push((i.similarity.unwrap_or(0.0), rel));
+            let x = [i.similarity.unwrap_or(0.0), i.words.unwrap_or(0.0)];
+            samples[slot].push((x, rel));
             scored.push((slot, i.confidence.unwrap_or(0.0), rel));
-            folded.push(((n / 2) % 2, slot, i.similarity.unwrap_or(0.0), rel));
+            folded.push(((n / 2) % 2, slot, x, rel));
         }
     }
-    println!("\ncalibration: one logistic curve per level, fitted on each candidate's similarity");
-    println!("| level        | candidates | relevant | fitted a | fitted b |");
-    println!("|--------------|-----------:|---------:|---------:|---------:|");
+    println!(
+        "\ncalibration: one logistic curve per level, fitted on each candidate's similarity (a) and share of the prompt's words (c)"
+    );
+    println!("| level        | candidates | relevant | fitted a | fitted c | fitted b |");
+    println!("|--------------|-----------:|---------:|---------:|---------:|---------:|");
     let mut fitted = Vec::new();
     for (slot, s) in samples.iter().enumerate() {
         let f = calibration::fit(s);
         println!(
-            "| {:<12} | {:>10} | {:>8} | {:>8} | {:>8} |",
+            "| {:<12} | {:>10} | {:>8} | {:>8} | {:>8} | {:>8} |",
             LEVEL_NAMES[slot],
             s.len(),
             s.iter().filter(|x| x.1).count(),
-            f.map_or("-".into(), |f| format!("{:.2}", f.0)),
+            f.map_or("-".into(), |f| format!("{:.2}", f.0[0])),
+            f.map_or("-".into(), |f| format!("{:.2}", f.0[1])),
             f.map_or("-".into(), |f| format!("{:.2}", f.1)),
         );
         fitted.push(f);
@@ -186,11 +190,19 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
         "(for inject/calibration.rs: [{}])",
         fitted
             .iter()
-            .map(|f| f.map_or("-".into(), |(a, b)| format!("({a:.2}, {b:.2})")))
+            .map(|f| f.map_or("-".into(), |([a, c], b)| format!(
+                "[{a:.2}, {c:.2}, {b:.2}]"
+            )))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    held_out(&folded);
+    // The same check with the similarity alone, to see what the words add.
+    let similarity_only: Vec<_> = folded
+        .iter()
+        .map(|&(f, l, [s, _], r)| (f, l, [s, 0.0], r))
+        .collect();
+    held_out("similarity only", &similarity_only);
+    held_out("similarity and words", &folded);
     println!("\nreliability of the confidence in use (all levels; per level: relevant / items):");
     println!(
         "| confidence | items | mean conf | relevant | observations | talks  | sessions | messages |"
@@ -260,6 +272,7 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
                     max_tokens: None,
                     min_prompt_chars: Some(0),
                     record_prompt: None,
+                    explain: None,
                 };
                 let opts = req.validate(&settings).unwrap();
                 let res = inject::answer(&conn, &sem, &req, &opts).unwrap();
@@ -330,12 +343,13 @@ pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: us
 
 /// Two-fold check of the calibration: curves fitted on one half of the prompts score the other
 /// half; the Brier score and the reliability of those out-of-fold confidences.
-fn held_out(folded: &[(usize, usize, f64, bool)]) {
+fn held_out(label: &str, folded: &[(usize, usize, [f64; 2], bool)]) {
     let mut oof: Vec<(f64, bool)> = Vec::new();
     let mut in_sample: Vec<(f64, bool)> = Vec::new();
-    let logistic = |(a, b): (f64, f64), x: f64| 1.0 / (1.0 + (-(a * x + b)).exp());
+    let logistic =
+        |([a, c], b): ([f64; 2], f64), [s, w]: [f64; 2]| 1.0 / (1.0 + (-(a * s + c * w + b)).exp());
     for slot in 0..4 {
-        let of = |fold: Option<usize>| -> Vec<(f64, bool)> {
+        let of = |fold: Option<usize>| -> Vec<([f64; 2], bool)> {
             folded
                 .iter()
                 .filter(|s| s.1 == slot && fold.is_none_or(|f| s.0 == f))
@@ -361,7 +375,7 @@ fn held_out(folded: &[(usize, usize, f64, bool)]) {
     };
     let base = oof.iter().filter(|s| s.1).count() as f64 / oof.len().max(1) as f64;
     println!(
-        "\nheld out (two folds of prompts, each scored by curves fitted on the other): Brier {:.4} (in-sample {:.4}; always predicting the base rate {:.3}: {:.4})",
+        "\nheld out, {label} (two folds of prompts, each scored by curves fitted on the other): Brier {:.4} (in-sample {:.4}; always predicting the base rate {:.3}: {:.4})",
         brier(&oof),
         brier(&in_sample),
         base,
