@@ -415,6 +415,17 @@ fn hooks_inject_memory_through_the_running_service() {
         v["error"]["message"].as_str().unwrap().contains("cwd"),
         "{v}"
     );
+    let trailing = s
+        .client()
+        .post(s.url("/api/inject"))
+        .header("content-type", "application/json")
+        .body(format!(
+            "{}garbage",
+            json!({"mode": "smart", "cwd": PROJECT, "prompt": "x"})
+        ))
+        .send()
+        .unwrap();
+    assert_eq!(trailing.status().as_u16(), 400);
     let bad = s
         .client()
         .post(s.url("/api/inject"))

@@ -637,17 +637,24 @@ async fn inject_handler(
     use crate::inject;
     let started = std::time::Instant::now();
     Params::parse(q, &[])?;
-    let req: inject::Request =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
-            .map_err(|e| {
-                let field = e.path().to_string();
-                let e = e.into_inner();
-                ApiError::bad_parameter(if field == "." {
-                    format!("the body is not an inject request: {e}")
-                } else {
-                    format!("the body is not an inject request: `{field}`: {e}")
-                })
-            })?;
+    let mut de = serde_json::Deserializer::from_slice(&body);
+    let req: inject::Request = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| {
+            let field = e.path().to_string();
+            let e = e.into_inner();
+            if field == "." {
+                format!("the body is not an inject request: {e}")
+            } else {
+                format!("the body is not an inject request: `{field}`: {e}")
+            }
+        })
+        // Nothing may follow the request (as `serde_json::from_slice` required).
+        .and_then(|r| {
+            de.end()
+                .map(|()| r)
+                .map_err(|e| format!("the body is not an inject request: {e}"))
+        })
+        .map_err(ApiError::bad_parameter)?;
     let opts = req
         .validate(&st.settings.inject)
         .map_err(ApiError::bad_parameter)?;

@@ -179,17 +179,21 @@ pub fn candidates(
     Ok(out)
 }
 
-/// The significant words of a prompt (its first [`PROMPT_WORDS`], with their other forms), to
-/// measure how many of them an item holds.
+/// The significant words of a prompt (its first [`PROMPT_WORDS`], with their other forms; none
+/// for a prompt of stop words only), to measure how many of them an item holds.
 struct PromptWords(Vec<(search::query::Term, regex::Regex)>);
 
 /// The most words of a prompt that are looked for in its candidates.
 const PROMPT_WORDS: usize = 48;
 
+/// How much of a candidate's text is searched for the prompt's words (a summary is far
+/// shorter; a raw message standing for a talk without one may be a long tool output).
+const WORDS_SCANNED: usize = 16 << 10;
+
 impl PromptWords {
     fn of(prompt: &str) -> PromptWords {
         let mut seen = std::collections::HashSet::new();
-        let terms = search::query::parse_query(prompt)
+        let terms = search::query::significant_terms(prompt)
             .into_iter()
             .filter(|t| seen.insert(t.literal.to_lowercase()))
             .filter_map(|t| t.regex().map(|re| (t, re)))
@@ -198,11 +202,17 @@ impl PromptWords {
         PromptWords(terms)
     }
 
-    /// The share of the words found in `text` as whole words; `None` for a prompt without any.
+    /// The share of the words found in `text` (its first [`WORDS_SCANNED`] bytes) as whole
+    /// words; `None` for a prompt without any.
     fn share(&self, text: &str) -> Option<f64> {
         if self.0.is_empty() {
             return None;
         }
+        let mut end = text.len().min(WORDS_SCANNED);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
         let found = self
             .0
             .iter()

@@ -81,7 +81,7 @@ fn logistic(x: f64) -> f64 {
 pub fn fit<const K: usize>(samples: &[([f64; K], bool)]) -> Option<([f64; K], f64)> {
     let pos = samples.iter().filter(|s| s.1).count() as f64;
     let neg = samples.len() as f64 - pos;
-    if pos == 0.0 || neg == 0.0 {
+    if pos == 0.0 || neg == 0.0 || samples.iter().any(|s| s.0.iter().any(|x| !x.is_finite())) {
         return None;
     }
     let (hi, lo) = ((pos + 1.0) / (pos + 2.0), 1.0 / (neg + 2.0));
@@ -127,25 +127,22 @@ pub fn fit<const K: usize>(samples: &[([f64; K], bool)]) -> Option<([f64; K], f6
         let Some(mut step) = solve(h, g) else {
             break;
         };
+        if step.iter().all(|s| s.abs() < 1e-9) {
+            break;
+        }
         // Newton's step, halved until it lowers the loss (a full step can overshoot where
-        // the data are nearly separable).
-        let mut next: Vec<f64>;
-        let mut halvings = 0;
-        loop {
-            next = w.iter().zip(&step).map(|(w, s)| w - s).collect();
+        // the data are nearly separable); none that does: the fit is as good as it gets.
+        let mut improved = false;
+        for _ in 0..40 {
+            let next: Vec<f64> = w.iter().zip(&step).map(|(w, s)| w - s).collect();
             let l = loss(&next);
-            if l <= current || halvings == 40 {
-                current = l.min(current);
+            if l < current {
+                (w, current, improved) = (next, l, true);
                 break;
             }
             step.iter_mut().for_each(|s| *s /= 2.0);
-            halvings += 1;
         }
-        let done = step.iter().all(|s| s.abs() < 1e-9) || halvings == 40;
-        if halvings < 40 {
-            w = next;
-        }
-        if done {
+        if !improved {
             break;
         }
     }
@@ -220,6 +217,18 @@ mod tests {
             (a - 6.0).abs() < 0.3 && (c - 3.0).abs() < 0.3 && (b + 5.0).abs() < 0.3,
             "{a} {c} {b}"
         );
+        // Nearly separated by the two together: a full Newton step overshoots there, the
+        // halved ones do not, and the curve stays finite.
+        let close: Vec<([f64; 2], bool)> = (0..200)
+            .map(|i| {
+                let (s, w) = ((i % 20) as f64 / 20.0, (i / 20) as f64 / 10.0);
+                ([s, w], s + w > 1.0)
+            })
+            .collect();
+        let ([a, c], b) = fit(&close).unwrap();
+        assert!(a.is_finite() && c.is_finite() && b.is_finite() && a > 0.0 && c > 0.0);
+        assert!(a.abs() < 1e3, "{a} {c} {b}");
+        assert_eq!(fit(&[([f64::NAN, 0.0], true), ([0.0, 0.0], false)]), None);
     }
 
     #[test]

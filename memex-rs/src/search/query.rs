@@ -131,6 +131,22 @@ fn cjk_bigrams(piece: &str) -> Vec<String> {
 /// [`cjk_pieces`]) are dropped unless nothing else is left. Returns no terms when nothing
 /// searchable is left.
 pub fn parse_query(q: &str) -> Vec<Term> {
+    let terms = kept_terms(q);
+    let significant = only_significant(&terms);
+    if significant.is_empty() {
+        terms
+    } else {
+        significant
+    }
+}
+
+/// The significant words of `q` only, as [`parse_query`] finds them: none when every word is a
+/// stop word (where a search would fall back to them).
+pub fn significant_terms(q: &str) -> Vec<Term> {
+    only_significant(&kept_terms(q))
+}
+
+fn kept_terms(q: &str) -> Vec<Term> {
     let mut terms = all_terms(q);
     // A single CJK character left over between question words (`改` of `为什么改了缓存`)
     // matches every word it starts, at the cost of a prefix query: kept only when alone.
@@ -139,16 +155,19 @@ pub fn parse_query(q: &str) -> Vec<Term> {
     if terms.iter().any(|t| !lone(t)) {
         terms.retain(|t| !lone(t));
     }
-    let significant: Vec<Term> = terms
+    terms
+}
+
+fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word.to_lowercase().as_str())
+}
+
+fn only_significant(terms: &[Term]) -> Vec<Term> {
+    terms
         .iter()
-        .filter(|t| !(t.plain && STOP_WORDS.contains(&t.literal.to_lowercase().as_str())))
+        .filter(|t| !(t.plain && is_stop_word(&t.literal)))
         .cloned()
-        .collect();
-    if significant.is_empty() {
-        terms
-    } else {
-        significant
-    }
+        .collect()
 }
 
 fn all_terms(q: &str) -> Vec<Term> {
@@ -261,7 +280,17 @@ pub fn word_forms(word: &str) -> Vec<String> {
     if w.len() < 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return Vec::new();
     }
-    let mut bases = stems(&w);
+    // An acronym's plural (`APIs`, `CLIs`) is its letters and an `s`.
+    let acronym = word.len() >= 3
+        && word.ends_with('s')
+        && word[..word.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_uppercase());
+    let mut bases = if acronym {
+        vec![w[..w.len() - 1].to_owned()]
+    } else {
+        stems(&w)
+    };
     if bases.is_empty() {
         bases.push(w.clone());
     }
@@ -271,8 +300,9 @@ pub fn word_forms(word: &str) -> Vec<String> {
         all.extend(suffixed(&b, "ed"));
         all.extend(suffixed(&b, "ing"));
         all.push(b);
+        // A stop word is in nearly every text: never a form (`ours` is not `our`).
         for f in all {
-            if f != w && !forms.contains(&f) {
+            if f != w && !forms.contains(&f) && !is_stop_word(&f) {
                 forms.push(f);
             }
         }
@@ -471,19 +501,38 @@ pub fn match_any(terms: &[Term]) -> String {
 }
 
 /// The words of the terms and their forms, longest first (an alternation takes the first that
-/// matches), each escaped for a regular expression.
+/// matches), each escaped for a regular expression; a prefix's last word with the rest of the
+/// word it starts (so that [`whole_words`] keeps it).
 pub fn term_words(terms: &[Term]) -> Vec<String> {
-    let mut words: Vec<&str> = terms
-        .iter()
-        .flat_map(|t| {
-            t.literal
-                .split(' ')
-                .chain(t.forms.iter().map(String::as_str))
-        })
-        .filter(|w| !w.is_empty())
-        .collect();
-    words.sort_by_key(|w| std::cmp::Reverse(w.len()));
-    words.into_iter().map(regex::escape).collect()
+    let mut words: Vec<(usize, String)> = Vec::new();
+    for t in terms {
+        let parts: Vec<&str> = t.literal.split(' ').filter(|w| !w.is_empty()).collect();
+        for (i, w) in parts.iter().enumerate() {
+            let mut pattern = regex::escape(w);
+            if i + 1 == parts.len() && t.fts.ends_with('*') {
+                pattern.push_str(r"[\p{L}\p{N}]*");
+            }
+            words.push((w.len(), pattern));
+        }
+        words.extend(t.forms.iter().map(|f| (f.len(), regex::escape(f))));
+    }
+    words.sort_by_key(|w| std::cmp::Reverse(w.0));
+    words.into_iter().map(|w| w.1).collect()
+}
+
+/// The matches of `re` in `text` that are whole words the way the index splits them: not
+/// glued to a letter or digit of a Latin word before or after (`use` is not in `caused`; an
+/// underscore and CJK end a word).
+pub fn whole_words<'t>(re: &regex::Regex, text: &'t str) -> impl Iterator<Item = regex::Match<'t>> {
+    let latin = |c: char| c.is_alphanumeric() && !is_cjk(c);
+    re.find_iter(text).filter(move |m| {
+        let s = m.as_str();
+        let glued_before = s.chars().next().is_some_and(latin)
+            && text[..m.start()].chars().next_back().is_some_and(latin);
+        let glued_after = s.chars().next_back().is_some_and(latin)
+            && text[m.end()..].chars().next().is_some_and(latin);
+        !glued_before && !glued_after
+    })
 }
 
 /// A case-insensitive expression matching any of `patterns` (the first that matches wins), or
@@ -504,7 +553,7 @@ pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     let re = any_of(&term_words(terms));
     let first = re
         .as_ref()
-        .and_then(|r| r.find(text))
+        .and_then(|r| whole_words(r, text).next())
         .map_or(0, |m| m.start());
     // Start a little before the match, on a char boundary.
     let mut start = first.saturating_sub(width / 3);
@@ -520,10 +569,15 @@ pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     if start > 0 {
         out.push('…');
     }
-    match &re {
-        Some(r) => out.push_str(&r.replace_all(window, "**$0**")),
-        None => out.push_str(window),
+    let mut at = 0;
+    for m in re.iter().flat_map(|r| whole_words(r, window)) {
+        out.push_str(&window[at..m.start()]);
+        out.push_str("**");
+        out.push_str(m.as_str());
+        out.push_str("**");
+        at = m.end();
     }
+    out.push_str(&window[at..]);
     if end < text.len() {
         out.push('…');
     }
@@ -687,6 +741,19 @@ mod tests {
         }
         let s = snippet("Emails are queued", &parse_query("email"), 40);
         assert_eq!(s, "**Emails** are queued");
+        // Only whole words are marked, and the window opens at one.
+        let s = snippet("it caused a crash; we use a lock", &parse_query("use"), 80);
+        assert_eq!(s, "it caused a crash; we **use** a lock");
+        let s = snippet("prefix and pref", &parse_query("pref*"), 40);
+        assert_eq!(s, "**prefix** and **pref**");
+        // Acronyms' plurals; stop words are never forms.
+        has("APIs", &["api"]);
+        assert!(!forms("ours").contains(&"our".to_owned()));
+        assert!(significant_terms("can you do that again for all of them?").is_empty());
+        assert_eq!(
+            literals("can you do that again for all of them?").len(),
+            significant_terms("can you do that again for all of them?").len() + 9
+        );
     }
 
     #[test]

@@ -214,7 +214,7 @@ fn pieces(snippet: &str, re: Option<&regex::Regex>) -> Vec<(String, bool)> {
     };
     let mut out = Vec::new();
     let mut at = 0;
-    for m in re.find_iter(&text) {
+    for m in search::query::whole_words(re, &text) {
         if m.start() > at {
             out.push((text[at..m.start()].to_owned(), false));
         }
