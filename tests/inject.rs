@@ -439,17 +439,21 @@ fn hooks_inject_memory_through_the_running_service() {
         "{v}"
     );
 
-    // --explain says why, candidate by candidate: its score parts and what became of it (in
-    // the session the `memex-inject` binary served above, which has not compacted since).
-    let explained = hook(
-        &home,
-        memex(),
-        &["inject", "--mode", "smart", "--explain"],
-        &on,
-        &prompt_json(LATER_B, PROJECT, later),
-    );
-    // (What was given before is not given again; other talks above the threshold may be.)
-    let why = String::from_utf8_lossy(&explained.stderr);
+    // --explain says why, candidate by candidate: its score parts and what became of it (on
+    // stderr).
+    let explain = |session: &str, prompt: &str| {
+        let out = hook(
+            &home,
+            memex(),
+            &["inject", "--mode", "smart", "--explain"],
+            &on,
+            &prompt_json(session, PROJECT, prompt),
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // In the session the `memex-inject` binary served above, which has not compacted since:
+    // what was given before is not given again (other talks above the threshold may be).
+    let why = explain(LATER_B, later);
     let candidates: Vec<&str> = why.lines().filter(|l| l.contains("candidate: ")).collect();
     assert!(!candidates.is_empty() && candidates.len() <= 5, "{why}");
     assert!(
@@ -459,18 +463,10 @@ fn hooks_inject_memory_through_the_running_service() {
             && l.ends_with("already given to this session")),
         "{why}"
     );
-    let absent = hook(
-        &home,
-        memex(),
-        &["inject", "--mode", "smart", "--explain"],
-        &on,
-        &prompt_json(
-            LATER,
-            PROJECT,
-            "Configure the Zigbee door sensors in Home Assistant to switch on the porch light",
-        ),
+    let why = explain(
+        LATER,
+        "Configure the Zigbee door sensors in Home Assistant to switch on the porch light",
     );
-    let why = String::from_utf8_lossy(&absent.stderr);
     assert!(why.contains(": below the threshold"), "{why}");
     assert!(!why.contains(": injected"), "{why}");
 }

@@ -619,10 +619,14 @@ fn time_queries(
             let mut rg = Vec::new();
             for _ in 0..3 {
                 let t = Instant::now();
-                let _ = std::process::Command::new("rg")
+                let ran = std::process::Command::new("rg")
                     .args(["-uuu", "-F", "-c", "-i", q])
                     .arg(corpus)
                     .output();
+                // Exit 0: matches, 1: none; anything else (or no rg at all) is not a timing.
+                if !ran.is_ok_and(|o| matches!(o.status.code(), Some(0 | 1))) {
+                    return "   rg: not installed or failed".to_owned();
+                }
                 rg.push(t.elapsed().as_secs_f64() * 1000.0);
             }
             format!("   rg -uuu -F -i median {:>7.1} ms", pct(&mut rg, 0.5))
