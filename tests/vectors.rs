@@ -14,6 +14,12 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// Every vector has the models' 384 dimensions and unit length.
+fn unit_vectors(v: &[Vec<f32>]) -> bool {
+    v.iter()
+        .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
+}
+
 #[test]
 fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     let files = memex::embed::model::verify(&memex::embed::model::MINILM, &model_dir()).unwrap();
@@ -28,10 +34,7 @@ fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     .map(String::from)
     .to_vec();
     let v = m.embed(&texts).unwrap();
-    assert!(
-        v.iter()
-            .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
-    );
+    assert!(unit_vectors(&v));
     let (para, unrelated) = (dot(&v[0], &v[1]), dot(&v[0], &v[2]));
     assert!(
         para > unrelated + 0.15,
@@ -74,10 +77,7 @@ fn the_multilingual_model_finds_chinese_and_japanese_by_meaning() {
     .map(String::from)
     .to_vec();
     let pv = m.embed(&passages).unwrap();
-    assert!(
-        pv.iter()
-            .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
-    );
+    assert!(unit_vectors(&pv));
     // Each question shares no word with its passage: only meaning links them.
     for (q, want) in [
         ("图形校验码很快失效，访客进不去系统，后来怎么处理的", 0),

@@ -465,20 +465,11 @@ impl Term {
 
 impl Term {
     /// How often `re` (this term's [`Term::regex`]) occurs in `text` as whole words, the way
-    /// the index splits them: `fix` is not in `Fixed`, but `redis` is in `redis_cache` and in
-    /// `用redis做` (an underscore and CJK end a word there; `\b` would say otherwise).
+    /// the index splits them ([`whole_words`]): `fix` is not in `prefix`, but `redis` is in
+    /// `redis_cache` and in `用redis做` (an underscore and CJK end a word there; `\b` would
+    /// say otherwise).
     pub fn count(&self, re: &regex::Regex, text: &str) -> usize {
-        let latin = |c: char| c.is_alphanumeric() && !is_cjk(c);
-        let start = self.literal.chars().next().is_some_and(latin);
-        let end = !self.fts.ends_with('*') && self.literal.chars().last().is_some_and(latin);
-        re.find_iter(text)
-            .filter(|m| {
-                let glued_before =
-                    start && text[..m.start()].chars().next_back().is_some_and(latin);
-                let glued_after = end && text[m.end()..].chars().next().is_some_and(latin);
-                !glued_before && !glued_after
-            })
-            .count()
+        whole_words(re, text).count()
     }
 }
 
