@@ -712,6 +712,19 @@ fn a_question_finds_its_answer_by_its_words_and_empty_answers_say_why() {
          `checkout`; nowhere in the archive: `pair`, `bluetooth`, `kiosk`",
         "{v}"
     );
+    // A question none of whose words ever came up says so too.
+    let v = h.json(&[
+        "search",
+        "how did we pair the bluetooth kiosk?",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    assert!(search_hits(&v).is_empty(), "{v}");
+    assert_eq!(
+        v["notice"], "no word of the query is in the archive: `pair`, `bluetooth`, `kiosk`",
+        "{v}"
+    );
     // A Chinese question: its question words dropped, its words found.
     let v = h.json(&[
         "search",

@@ -377,6 +377,12 @@ fn partial_only(
             terms.len(),
             found.join(", ")
         )
+    } else if found.is_empty() && p.filter.is_empty() {
+        // An empty answer is clear, but not why: no word of the question ever came up.
+        return Ok(Some(format!(
+            "no word of the query is in the archive: {}",
+            absent.join(", ")
+        )));
     } else {
         return Ok(None);
     };
