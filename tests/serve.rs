@@ -387,6 +387,46 @@ fn polling_mode_follows_appends() {
 }
 
 #[test]
+fn a_common_words_best_message_is_found_however_old_once_the_service_has_ranked_it() {
+    // 600 messages that all say `deploy`: the oldest says little else, the newer ones say it
+    // once in a long text. A search reads the newest 300 matches; the service's champion lists
+    // bring the best of all of them.
+    let h = Home::empty();
+    let session = "0d0d0d0d-1111-4222-8333-444444444444";
+    let filler = "the build ran the linter over every crate then packed the image and pushed \
+                  it to the registry where the staging cluster pulled it later";
+    let mut lines = vec![claude_prompt(
+        session,
+        "p0",
+        "/work/deploy",
+        "deploy deploy: the deploy failed",
+    )];
+    for i in 1..600 {
+        let text = format!("{filler} before the deploy of change {i}, {filler}");
+        lines.push(claude_answer(
+            session,
+            &format!("a{i}"),
+            "/work/deploy",
+            &text,
+        ));
+    }
+    h.write_claude("/work/deploy", session, &lines);
+    let s = h.serve(&[]);
+    s.wait_watching();
+    let top = s.wait_for(30, "the oldest message at the top", |s| {
+        let r = s.ok("/api/search?q=deploy&mode=fts&limit=3");
+        let first = r["results"][0].clone();
+        first["snippet"]
+            .as_str()
+            .is_some_and(|t| t.contains("failed"))
+            .then_some(r)
+    });
+    assert_eq!(top["results"][0]["terms"], json!(["deploy"]), "{top}");
+    assert_eq!(top["results"].as_array().unwrap().len(), 3, "{top}");
+    assert!(s.log().contains("champion lists refreshed"), "{}", s.log());
+}
+
+#[test]
 fn bad_requests_get_a_clear_json_error_and_the_right_status() {
     let h = Home::with_fixtures();
     let s = h.serve(&[]);

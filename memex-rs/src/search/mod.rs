@@ -3,19 +3,20 @@
 //!
 //! Full text, every level: FTS5 finds the matching rows, newest first (rowid order, which FTS5
 //! serves lazily, so this costs well under a millisecond even for common words at a million
-//! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25.
-//! FTS5's own `bm25()` is not used: before ranking a single row it counts every document that
-//! contains each phrase, a scan of the whole doclist that costs 5–30 ms for common words
-//! (BENCHMARKS.md). Here a term's document frequency is counted up to [`DF_CAP`] (exact for
-//! rare terms, saturated for common ones, which carry little weight either way), and term
-//! frequencies and lengths come from the candidates' own text. Rare terms are ranked over all
-//! their matches; for common terms the best of the most recent matches win, which is what
-//! someone asking their agent's memory usually wants.
+//! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25,
+//! together with the [`champions`] of the query's common words: their best rows over all
+//! their matches, which the service keeps. FTS5's own `bm25()` is not used at query time:
+//! before ranking a single row it counts every document that contains each phrase, a scan of
+//! the whole doclist that costs 5–30 ms for common words (BENCHMARKS.md). Here a term's
+//! document frequency comes from its champion list, or is counted up to [`DF_CAP`] (exact for
+//! rare terms, saturated for common ones whose list is not made yet), and term frequencies and
+//! lengths come from the candidates' own text.
 //!
 //! The parts: [`query`] reads what a user typed, `rank` ranks full-text matches and fuses
-//! rankings, `nearest` asks the vector tables (also for injection: [`nearby`]), `rows` reads
-//! every hit back from SQLite.
+//! rankings, [`champions`] keeps common words' best rows, `nearest` asks the vector tables
+//! (also for injection: [`nearby`]), `rows` reads every hit back from SQLite.
 
+pub mod champions;
 mod nearest;
 mod params;
 pub mod query;

@@ -158,7 +158,8 @@ fn kept_terms(q: &str) -> Vec<Term> {
     terms
 }
 
-fn is_stop_word(word: &str) -> bool {
+/// Whether `word` is one of the English words a question drops ([`STOP_WORDS`]).
+pub(crate) fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.contains(&word.to_lowercase().as_str())
 }
 

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, params_from_iter, types::Value as Sql};
 
+use super::champions;
 use super::query::{self, Term};
 use super::rows::{layer_rows, raw_rows};
 use super::{CANDIDATES, DF_CAP, Hit, RRF_K, SearchError, SearchParams};
@@ -88,22 +89,75 @@ fn search_layer(
         table = l.table(),
         fts = l.fts_table()
     );
-    let dfs = doc_freqs(&tx, l.fts_table(), terms)?;
+    let (dfs, best) = doc_freqs(&tx, l.fts_table(), terms)?;
     let (full, partial) = candidates(&tx, l.fts_table(), &join, &cond, args, terms, &dfs, limit)?;
     let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
     let whole = hits.len();
     hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
+    let more = champions(best, &full, &partial);
+    hits.extend(layer_rows(&tx, &more, &p.filter, l)?);
     bm25_rank(&tx, l.fts_table(), terms, &dfs, hits, whole, limit)
 }
 
-/// Each term's document frequency in `fts`, counted up to [`DF_CAP`].
-fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Vec<f64>, SearchError> {
-    let mut st = tx.prepare_cached(&format!(
+/// Each term's document frequency in `fts`, and the best rows of its common spellings over all
+/// their matches ([`champions`](super::champions)). A spelling with a champion list brings its
+/// stored count; the others are counted up to [`DF_CAP`] (exact for rare ones, saturated for
+/// common ones whose list is not made yet).
+fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<DocFreqs, SearchError> {
+    let mut count = tx.prepare_cached(&format!(
         "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
     ))?;
-    terms
-        .iter()
-        .map(|t| Ok(st.query_row([t.expr()], |r| r.get::<_, i64>(0))? as f64))
+    let mut dfs = Vec::with_capacity(terms.len());
+    let mut best = Vec::new();
+    for t in terms {
+        let mut known = 0;
+        let mut rest = Vec::new();
+        for token in tokens(t) {
+            match champions::lookup(tx, fts, &token)? {
+                Some((docs, rows)) => {
+                    known += docs;
+                    best.extend(rows);
+                }
+                None => rest.push(format!("\"{}\"", token.replace('"', "\"\""))),
+            }
+        }
+        let counted = match (known, rest.is_empty()) {
+            (0, _) => count.query_row([t.expr()], |r| r.get::<_, i64>(0))?,
+            (_, true) => 0,
+            (_, false) => count.query_row([rest.join(" OR ")], |r| r.get::<_, i64>(0))?,
+        };
+        dfs.push((known + counted) as f64);
+    }
+    Ok((dfs, best))
+}
+
+/// Document frequencies, and champion rows with their scores.
+type DocFreqs = (Vec<f64>, Vec<(i64, f32)>);
+
+/// The index tokens a term is any of: a bare word's spellings, as the index holds them (lower
+/// case); none for a phrase of several words or a prefix, which have no list of their own.
+fn tokens(t: &Term) -> Vec<String> {
+    if t.literal.contains(' ') || t.fts.ends_with('*') {
+        return Vec::new();
+    }
+    std::iter::once(t.literal.to_lowercase())
+        .chain(t.forms.iter().cloned())
+        .collect()
+}
+
+/// The champion rows worth ranking beside the newest matches: only when those filled the
+/// window (otherwise every match is a candidate already), the [`champions::KEPT`] best of all
+/// the terms' spellings, without the rows already there.
+fn champions(mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
+    if full.len() < CANDIDATES {
+        return Vec::new();
+    }
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut seen: std::collections::HashSet<i64> = full.iter().chain(partial).copied().collect();
+    best.into_iter()
+        .map(|(row, _)| row)
+        .filter(|row| seen.insert(*row))
+        .take(champions::KEPT)
         .collect()
 }
 
@@ -293,12 +347,14 @@ fn search_raw(
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
     };
     let fts = Layer::Raw.fts_table();
-    let dfs = doc_freqs(&tx, fts, terms)?;
+    let (dfs, best) = doc_freqs(&tx, fts, terms)?;
     let (full, partial) = candidates(&tx, fts, join, &cond, args, terms, &dfs, limit)?;
-    // The candidates already passed the filter.
+    // The candidates already passed the filter; the champions did not.
     let mut hits = raw_rows(&tx, &full, &Filter::default())?;
     let whole = hits.len();
     hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
+    let more = champions(best, &full, &partial);
+    hits.extend(raw_rows(&tx, &more, &p.filter)?);
     bm25_rank(&tx, fts, terms, &dfs, hits, whole, limit)
 }
 

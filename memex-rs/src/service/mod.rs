@@ -12,6 +12,7 @@
 //! Each component has a start, handles its input, and stops on the shutdown event that SIGINT
 //! or SIGTERM becomes. They share state only through one cheap-to-clone [`Shared`] handle.
 
+mod champions;
 mod ingester;
 pub mod tracker;
 
@@ -159,6 +160,15 @@ pub async fn run(
         shutdown_rx.clone(),
     ));
 
+    // Common words' best rows over the whole archive, refreshed when ingest is quiet.
+    let champions = tokio::spawn(champions::run(
+        store::ReadPool::new(&data_dir),
+        writer.clone(),
+        state.clone(),
+        stop.clone(),
+        shutdown_rx.clone(),
+    ));
+
     // Project folders learnt while running become roots of the agents that write there.
     let (projects_tx, projects_rx) = std::sync::mpsc::sync_channel(1);
     let projects = ingester::ProjectRoots {
@@ -241,6 +251,7 @@ pub async fn run(
         })
         .await;
         let _ = tracker.await;
+        let _ = champions.await;
         for w in workers {
             let _ = w.await;
         }

@@ -107,10 +107,12 @@ pub(super) fn wiping<T, E: From<rusqlite::Error>>(
     }
     if out.is_ok() {
         // A full-text index keeps a removed term's entry in its segments until they merge:
-        // merge them all now. What was asked is done (committed) by now: a failure here is
-        // worth a warning, not an error.
+        // merge them all now; the champion lists name the indexes' common words, and are made
+        // again from what is left. What was asked is done (committed) by now: a failure here
+        // is worth a warning, not an error.
         if let Err(e) = conn.execute_batch(
-            "INSERT INTO messages_fts (messages_fts) VALUES ('optimize');
+            "DELETE FROM fts_champions;
+             INSERT INTO messages_fts (messages_fts) VALUES ('optimize');
              INSERT INTO observations_fts (observations_fts) VALUES ('optimize');
              INSERT INTO talk_summaries_fts (talk_summaries_fts) VALUES ('optimize');
              INSERT INTO session_summaries_fts (session_summaries_fts) VALUES ('optimize');
@@ -707,5 +709,24 @@ mod tests {
             wiping(&mut conn, |_| Err(rusqlite::Error::InvalidQuery));
         assert!(failed.is_err());
         assert_eq!(secure_delete(&conn), [0; 4], "off again after a failure");
+    }
+
+    #[test]
+    fn wiping_empties_the_champion_lists_which_name_words_of_what_was_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::store::open(dir.path()).unwrap();
+        let lists = |c: &Connection| -> i64 {
+            c.query_row("SELECT COUNT(*) FROM fts_champions", [], |r| r.get(0))
+                .unwrap()
+        };
+        let put = "INSERT INTO fts_champions (fts, term, docs, upto, best)
+                   VALUES ('messages_fts', 'hunter', 400, 400, x'')";
+        conn.execute(put, []).unwrap();
+        let failed: rusqlite::Result<()> =
+            wiping(&mut conn, |_| Err(rusqlite::Error::InvalidQuery));
+        assert!(failed.is_err());
+        assert_eq!(lists(&conn), 1, "nothing was removed: the lists stay");
+        wiping(&mut conn, |_| -> rusqlite::Result<()> { Ok(()) }).unwrap();
+        assert_eq!(lists(&conn), 0);
     }
 }

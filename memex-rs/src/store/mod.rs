@@ -61,6 +61,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_injections_session",
         include_str!("../../../migrations/0010_injections_session.sql"),
     ),
+    (
+        "0011_fts_champions",
+        include_str!("../../../migrations/0011_fts_champions.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.

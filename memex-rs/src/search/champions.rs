@@ -1,0 +1,451 @@
+//! Champion lists: a common word's best rows over all its matches.
+//!
+//! A search reads a word's newest matches (FTS5 serves them lazily, newest first) and ranks
+//! them itself. For a word in thousands of rows, ranking every match at query time costs what
+//! FTS5's own `bm25()` costs (5–30 ms at a million messages), so the newest window alone would
+//! decide. Instead each common word of each full-text index keeps its [`KEPT`] best rows by
+//! BM25 over every row that holds it (the "champion list" of information retrieval), scored
+//! in the background by FTS5's own `bm25()` and kept up to date incrementally: a refresh
+//! scores only the rows added since the last one and merges them into the list. A search ranks
+//! the newest matches together with the champions of its words, so the best match of a common
+//! word is found wherever it is in the archive; the document count stored with each list also
+//! spares counting the word's rows at query time.
+//!
+//! The lists are an index, not data: rows removed since a list was made are skipped when read
+//! (and dropped when a list is saved), and `memex forget` / `memex scrub` empty them all.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::layer::Layer;
+
+/// How many best rows a word keeps.
+pub const KEPT: usize = 64;
+
+/// A word gets a list once it is in more rows than a search reads newest first: below that,
+/// every match is ranked anyway.
+pub const COMMON: i64 = super::CANDIDATES as i64;
+
+/// One word's list, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List {
+    pub term: String,
+    /// Rows that held the word when the list was made.
+    pub docs: i64,
+    /// Rows up to this rowid have been looked at.
+    pub upto: i64,
+    /// Row ids and BM25 scores (higher is better), best first.
+    pub best: Vec<(i64, f32)>,
+}
+
+/// What [`compute`] made, for [`save`].
+#[derive(Debug, Default)]
+pub struct Computed {
+    /// Common words in the index.
+    pub words: usize,
+    pub lists: Vec<List>,
+    /// The newest row every common word's list has looked at, when the refresh was not stopped
+    /// early: the mark the next one is due from.
+    pub done_upto: Option<i64>,
+}
+
+/// The term under which an index's mark is stored: no token of an index is empty.
+const MARK: &str = "";
+
+/// What a refresh did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Refreshed {
+    /// Common words in the indexes.
+    pub words: usize,
+    /// Lists made or brought up to date.
+    pub updated: usize,
+}
+
+fn encode(best: &[(i64, f32)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(best.len() * 12);
+    for (row, score) in best {
+        out.extend_from_slice(&row.to_le_bytes());
+        out.extend_from_slice(&score.to_le_bytes());
+    }
+    out
+}
+
+/// The pairs of a stored list; a blob of another length (not written by this code) reads as
+/// its whole pairs only.
+fn decode(blob: &[u8]) -> Vec<(i64, f32)> {
+    blob.chunks_exact(12)
+        .map(|c| {
+            let row = i64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+            let score = f32::from_le_bytes(c[8..].try_into().expect("4 bytes"));
+            (row, score)
+        })
+        .collect()
+}
+
+/// A word's document count and best rows, as a search reads them.
+pub type Champions = (i64, Vec<(i64, f32)>);
+
+/// The word's list in `fts`, if it is common there and has one. `term` is a token as the
+/// index holds it (lower case).
+pub fn lookup(conn: &Connection, fts: &str, term: &str) -> rusqlite::Result<Option<Champions>> {
+    conn.prepare_cached("SELECT docs, best FROM fts_champions WHERE fts = ?1 AND term = ?2")?
+        .query_row(params![fts, term], |r| {
+            Ok((r.get::<_, i64>(0)?, decode(&r.get::<_, Vec<u8>>(1)?)))
+        })
+        .optional()
+}
+
+/// The newest row of `l` (its index's rowids are the table's ids; the table answers from its
+/// B-tree, a virtual table would scan).
+fn newest(conn: &Connection, l: Layer) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(&format!("SELECT MAX(id) FROM {}", l.table()), [], |r| {
+        r.get(0)
+    })
+}
+
+/// How many rows of `l` came in since its last whole refresh.
+pub fn behind(conn: &Connection, l: Layer) -> rusqlite::Result<i64> {
+    let seen: Option<i64> = conn
+        .query_row(
+            "SELECT upto FROM fts_champions WHERE fts = ?1 AND term = ?2",
+            [l.fts_table(), MARK],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok((newest(conn, l)?.unwrap_or(0) - seen.unwrap_or(0)).max(0))
+}
+
+/// Rows added since the last refresh that make the next one: a refresh reads the whole word
+/// list of the index and asks FTS5 for every common word's document count, so it waits for a
+/// fiftieth of the archive more (and at least this many rows). Rows in between are among the
+/// newest matches, which every search ranks anyway.
+pub const REFRESH_AFTER: i64 = 500;
+
+/// Whether `l`'s lists are due for a refresh.
+pub fn due(conn: &Connection, l: Layer) -> rusqlite::Result<bool> {
+    let top = newest(conn, l)?.unwrap_or(0);
+    Ok(behind(conn, l)? >= (top / 50).max(REFRESH_AFTER))
+}
+
+/// The lists of `l`'s index that are behind it, made or brought up to date from `conn` (a read
+/// connection: nothing is written); [`save`] stores them. Stops early, with what it has, when
+/// `stop` is set.
+pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Result<Computed> {
+    let fts = l.fts_table();
+    let Some(top) = newest(conn, l)? else {
+        return Ok(Computed::default());
+    };
+    // The index's own word list, with how many rows hold each word.
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_words USING fts5vocab(main, {fts}, row)"
+    ))?;
+    let mut known: HashMap<String, (i64, Vec<(i64, f32)>)> = HashMap::new();
+    {
+        let mut st = conn.prepare("SELECT term, upto, best FROM fts_champions WHERE fts = ?1")?;
+        let mut rows = st.query([fts])?;
+        while let Some(r) = rows.next()? {
+            known.insert(r.get(0)?, (r.get(1)?, decode(&r.get::<_, Vec<u8>>(2)?)));
+        }
+    }
+    let mut common: Vec<(String, i64)> = Vec::new();
+    {
+        let mut st = conn.prepare(&format!(
+            "SELECT term, doc FROM temp.{fts}_words WHERE doc > ?1"
+        ))?;
+        let mut rows = st.query([COMMON])?;
+        while let Some(r) = rows.next()? {
+            let term: String = r.get(0)?;
+            // A stop word is dropped from every question that has another word.
+            if !super::query::is_stop_word(&term) {
+                common.push((term, r.get(1)?));
+            }
+        }
+    }
+    // Rows above the list's mark, best first by FTS5's BM25 (lower is better there).
+    let mut best = conn.prepare(&format!(
+        "SELECT rowid, bm25({fts}) FROM {fts}
+         WHERE {fts} MATCH ?1 AND rowid > ?2 AND rowid <= ?3
+         ORDER BY 2 LIMIT {KEPT}"
+    ))?;
+    let mut out = Computed {
+        words: common.len(),
+        lists: Vec::new(),
+        done_upto: Some(top),
+    };
+    for (term, docs) in common {
+        if stop.load(Ordering::Relaxed) {
+            out.done_upto = None;
+            break;
+        }
+        let (upto, mut list) = known.remove(&term).unwrap_or_default();
+        if upto >= top {
+            continue;
+        }
+        // A token of the index is letters and digits: quoted, it is one phrase.
+        let phrase = format!("\"{}\"", term.replace('"', "\"\""));
+        let fresh = best
+            .query_map(params![phrase, upto, top], |r| {
+                Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)? as f32))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        list.retain(|(row, _)| !fresh.iter().any(|(f, _)| f == row));
+        list.extend(fresh);
+        list.sort_by(|a, b| b.1.total_cmp(&a.1));
+        list.truncate(KEPT);
+        out.lists.push(List {
+            term,
+            docs,
+            upto: top,
+            best: list,
+        });
+    }
+    Ok(out)
+}
+
+/// Stores what [`compute`] made for `l`: the lists without the rows removed since (so a list
+/// never brings back a word of what was forgotten), and the mark of a whole refresh. One
+/// transaction.
+pub fn save(conn: &mut Connection, l: Layer, made: &Computed) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut exists = tx.prepare(&format!("SELECT 1 FROM {} WHERE id = ?1", l.table()))?;
+        let mut put = tx.prepare(
+            "INSERT OR REPLACE INTO fts_champions (fts, term, docs, upto, best)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        if let Some(upto) = made.done_upto {
+            put.execute(params![l.fts_table(), MARK, 0, upto, Vec::<u8>::new()])?;
+        }
+        for list in &made.lists {
+            let mut best = Vec::with_capacity(list.best.len());
+            for &(row, score) in &list.best {
+                if exists.exists([row])? {
+                    best.push((row, score));
+                }
+            }
+            if best.is_empty() {
+                continue;
+            }
+            put.execute(params![
+                l.fts_table(),
+                list.term,
+                list.docs,
+                list.upto,
+                encode(&best)
+            ])?;
+        }
+    }
+    tx.commit()
+}
+
+/// Brings every index's lists up to date on one connection (the benchmark, the tests; the
+/// service computes on a read connection and saves on its writer).
+pub fn refresh(conn: &mut Connection) -> rusqlite::Result<Refreshed> {
+    let stop = AtomicBool::new(false);
+    let mut done = Refreshed::default();
+    for l in Layer::ALL {
+        let made = compute(conn, l, &stop)?;
+        save(conn, l, &made)?;
+        done.words += made.words;
+        done.updated += made.lists.len();
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::{CANDIDATES, Mode, Scope, SearchParams, Semantic, search};
+    use crate::store::read::Filter;
+
+    /// Stores message `id` of session `pk` with `text`, indexed.
+    fn message(conn: &Connection, id: i64, pk: i64, text: &str) {
+        conn.execute(
+            "INSERT INTO messages (id, session_pk, message_id, line, seq, role, kind,
+               prompt_number, ts, text)
+             VALUES (?1, ?2, ?1, ?1, 0, 'assistant', 'text', 1, ?3, ?4)",
+            params![id, pk, 1_780_000_000_000 + id * 1000, text],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
+            params![id, text],
+        )
+        .unwrap();
+    }
+
+    /// An archive of 400 messages that all say `deploy`: the oldest says little else (the best
+    /// match by BM25), the 399 newer ones say it once in a long text.
+    fn archive(dir: &std::path::Path) -> Connection {
+        let conn = crate::store::open(dir).unwrap();
+        for (pk, agent) in [(1, "claude"), (2, "codex")] {
+            conn.execute(
+                "INSERT INTO sessions (id, agent, session_id) VALUES (?1, ?2, ?3)",
+                params![pk, agent, format!("s{pk}")],
+            )
+            .unwrap();
+        }
+        message(&conn, 1, 1, "deploy deploy: the deploy failed");
+        let filler = "the build ran the linter over every crate then packed the image and \
+                      pushed it to the registry where the staging cluster pulled it later";
+        for id in 2..=400 {
+            let text = format!("{filler} before the deploy of change {id}, {filler}");
+            message(&conn, id, 1 + id % 2, &text);
+        }
+        conn
+    }
+
+    fn top(conn: &Connection, q: &str, filter: Filter) -> Vec<(i64, Vec<String>)> {
+        let p = SearchParams {
+            query: q.into(),
+            limit: 3,
+            filter,
+            level: Scope::One(Layer::Raw),
+            mode: Mode::Fts,
+        };
+        search(conn, &Semantic::Off("test".into()), &p)
+            .unwrap()
+            .results
+            .into_iter()
+            .map(|h| (h.row, h.terms))
+            .collect()
+    }
+
+    #[test]
+    fn a_common_words_best_row_is_found_wherever_it_is_in_the_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        // Without lists, only the newest matches are ranked: the oldest row is out of reach.
+        let before = top(&conn, "deploy", Filter::default());
+        assert_eq!(before.len(), 3);
+        assert!(
+            before.iter().all(|(row, _)| *row > 400 - CANDIDATES as i64),
+            "{before:?}"
+        );
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 400);
+
+        let done = refresh(&mut conn).unwrap();
+        // `deploy`, and the filler's words; never a stop word such as `the`.
+        assert!(done.words >= 1 && done.updated == done.words, "{done:?}");
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 0);
+        let (docs, best) = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        assert_eq!(docs, 400);
+        assert_eq!(best.len(), KEPT);
+        assert_eq!(
+            best[0].0, 1,
+            "the short row that says it three times is the best"
+        );
+        assert!(best.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+        assert_eq!(lookup(&conn, "messages_fts", "the").unwrap(), None);
+        assert_eq!(
+            lookup(&conn, "messages_fts", "failed").unwrap(),
+            None,
+            "rare"
+        );
+
+        let after = top(&conn, "deploy", Filter::default());
+        assert_eq!(after[0], (1, vec!["deploy".to_owned()]));
+        // The champions pass the filter like any match: row 1 is Claude's.
+        let codex = Filter {
+            agent: Some("codex".into()),
+            ..Filter::default()
+        };
+        let filtered = top(&conn, "deploy", codex);
+        assert_eq!(filtered.len(), 3);
+        assert!(
+            filtered.iter().all(|(row, _)| row % 2 == 1 && *row != 1),
+            "{filtered:?}"
+        );
+        // A refresh with nothing new changes nothing.
+        let again = refresh(&mut conn).unwrap();
+        assert_eq!(again.updated, 0);
+    }
+
+    #[test]
+    fn a_refresh_scores_only_the_new_rows_and_keeps_the_old_champions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        refresh(&mut conn).unwrap();
+        message(&conn, 401, 2, "deploy deploy deploy deploy");
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 1);
+        let stop = AtomicBool::new(false);
+        let made = compute(&conn, Layer::Raw, &stop).unwrap();
+        assert_eq!(made.done_upto, Some(401));
+        let lists = &made.lists;
+        let deploy = lists.iter().find(|l| l.term == "deploy").unwrap();
+        assert_eq!((deploy.docs, deploy.upto), (401, 401));
+        let rows: Vec<i64> = deploy.best.iter().map(|b| b.0).collect();
+        assert_eq!(
+            &rows[..2],
+            &[401, 1],
+            "the new best first, the old best kept"
+        );
+        assert_eq!(rows.len(), KEPT);
+        // A word the new row does not have keeps its champions, with its mark moved on.
+        let build = lists.iter().find(|l| l.term == "build").unwrap();
+        let (_, stored) = lookup(&conn, "messages_fts", "build").unwrap().unwrap();
+        assert_eq!((build.upto, &build.best), (401, &stored));
+
+        // A row removed before the list is saved is not saved with it; the search skips one
+        // removed after.
+        conn.execute("DELETE FROM messages WHERE id = 401", [])
+            .unwrap();
+        conn.execute("DELETE FROM messages_fts WHERE rowid = 401", [])
+            .unwrap();
+        save(&mut conn, Layer::Raw, &made).unwrap();
+        let (_, best) = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        assert_eq!(best[0].0, 1);
+        assert!(best.iter().all(|b| b.0 != 401));
+        conn.execute("DELETE FROM messages WHERE id = 1", [])
+            .unwrap();
+        conn.execute("DELETE FROM messages_fts WHERE rowid = 1", [])
+            .unwrap();
+        let after = top(&conn, "deploy", Filter::default());
+        assert_eq!(after.len(), 3);
+        assert!(after.iter().all(|(row, _)| *row != 1), "{after:?}");
+    }
+
+    #[test]
+    fn a_stop_flag_ends_a_refresh_early_with_nothing_half_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        let stop = AtomicBool::new(true);
+        let made = compute(&conn, Layer::Raw, &stop).unwrap();
+        assert!(made.words >= 1);
+        assert!(made.lists.is_empty());
+        // No mark: the refresh is still due.
+        assert_eq!(made.done_upto, None);
+        save(&mut conn, Layer::Raw, &made).unwrap();
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 400);
+    }
+
+    #[test]
+    fn a_refresh_is_due_once_enough_rows_came_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        assert!(
+            !due(&conn, Layer::Raw).unwrap(),
+            "400 rows are fewer than {REFRESH_AFTER}"
+        );
+        for id in 401..=500 {
+            message(&conn, id, 1, "a later row");
+        }
+        assert!(due(&conn, Layer::Raw).unwrap());
+        refresh(&mut conn).unwrap();
+        assert!(!due(&conn, Layer::Raw).unwrap());
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 0);
+        // A layer with no rows is never due.
+        assert!(!due(&conn, Layer::Talks).unwrap());
+    }
+
+    #[test]
+    fn a_list_round_trips_and_a_torn_blob_reads_as_its_whole_pairs() {
+        let best = vec![(7_i64, 3.5_f32), (i64::MAX, -0.25)];
+        assert_eq!(decode(&encode(&best)), best);
+        let mut torn = encode(&best);
+        torn.truncate(20);
+        assert_eq!(decode(&torn), best[..1]);
+    }
+}
