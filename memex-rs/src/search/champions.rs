@@ -49,10 +49,26 @@ pub struct Computed {
     /// The newest row every common word's list has looked at, when the refresh was not stopped
     /// early: the mark the next one is due from.
     pub done_upto: Option<i64>,
+    /// How many times forget or scrub had wiped the archive when the reading began: one since
+    /// makes it stale.
+    pub wipes: i64,
 }
 
 /// The term under which an index's mark is stored: no token of an index is empty.
 const MARK: &str = "";
+
+/// How many times `memex forget` or `memex scrub` wiped the archive: they empty the lists
+/// and count up under `fts = '*'` (no full-text table is named so).
+fn wipes(conn: &Connection) -> rusqlite::Result<i64> {
+    Ok(conn
+        .query_row(
+            "SELECT docs FROM fts_champions WHERE fts = '*' AND term = 'wipes'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
+}
 
 /// What a refresh did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -134,8 +150,12 @@ pub fn due(conn: &Connection, l: Layer) -> rusqlite::Result<bool> {
 /// `stop` is set.
 pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Result<Computed> {
     let fts = l.fts_table();
+    let wipes = wipes(conn)?;
     let Some(top) = newest(conn, l)? else {
-        return Ok(Computed::default());
+        return Ok(Computed {
+            wipes,
+            ..Computed::default()
+        });
     };
     // The index's own word list, with how many rows hold each word.
     conn.execute_batch(&format!(
@@ -163,6 +183,11 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
             }
         }
     }
+    // Whether any row above the list's mark has the word: a seek in its doclist. Only then is
+    // it scored: FTS5's `bm25()` counts the word's whole doclist first.
+    let mut fresh_rows = conn.prepare(&format!(
+        "SELECT 1 FROM {fts} WHERE {fts} MATCH ?1 AND rowid > ?2 AND rowid <= ?3 LIMIT 1"
+    ))?;
     // Rows above the list's mark, best first by FTS5's BM25 (lower is better there).
     let mut best = conn.prepare(&format!(
         "SELECT rowid, bm25({fts}) FROM {fts}
@@ -173,6 +198,7 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
         words: common.len(),
         lists: Vec::new(),
         done_upto: Some(top),
+        wipes,
     };
     for (term, docs) in common {
         if stop.load(Ordering::Relaxed) {
@@ -185,6 +211,10 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
         }
         // A token of the index is letters and digits: quoted, it is one phrase.
         let phrase = format!("\"{}\"", term.replace('"', "\"\""));
+        // No new row has it: the list, its count and its mark stay as they are.
+        if !fresh_rows.exists(params![phrase, upto, top])? {
+            continue;
+        }
         let fresh = best
             .query_map(params![phrase, upto, top], |r| {
                 Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)? as f32))
@@ -204,11 +234,14 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
     Ok(out)
 }
 
-/// Stores what [`compute`] made for `l`: the lists without the rows removed since (so a list
-/// never brings back a word of what was forgotten), and the mark of a whole refresh. One
-/// transaction.
-pub fn save(conn: &mut Connection, l: Layer, made: &Computed) -> rusqlite::Result<()> {
+/// Stores what [`compute`] made for `l`: the lists without the rows removed since, and the mark
+/// of a whole refresh; nothing when a forget or scrub ran since the reading began (its words
+/// must not come back). One transaction. Returns whether it stored them.
+pub fn save(conn: &mut Connection, l: Layer, made: &Computed) -> rusqlite::Result<bool> {
     let tx = conn.transaction()?;
+    if made.wipes != wipes(&tx)? {
+        return Ok(false);
+    }
     {
         let mut exists = tx.prepare(&format!("SELECT 1 FROM {} WHERE id = ?1", l.table()))?;
         let mut put = tx.prepare(
@@ -237,7 +270,8 @@ pub fn save(conn: &mut Connection, l: Layer, made: &Computed) -> rusqlite::Resul
             ])?;
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(true)
 }
 
 /// Brings every index's lists up to date on one connection (the benchmark, the tests; the
@@ -347,7 +381,20 @@ mod tests {
 
         let after = top(&conn, "deploy", Filter::default());
         assert_eq!(after[0], (1, vec!["deploy".to_owned()]));
-        // The champions pass the filter like any match: row 1 is Claude's.
+        // A refresh with nothing new changes nothing.
+        let again = refresh(&mut conn).unwrap();
+        assert_eq!(again.updated, 0);
+        // The champions pass the filter like any match: row 1 is Claude's. With more than a
+        // window of Codex's rows (so that the champions are read), none of Claude's comes back.
+        for id in 401..=700 {
+            message(
+                &conn,
+                id,
+                2,
+                &format!("a codex deploy of change {id} and more words"),
+            );
+        }
+        refresh(&mut conn).unwrap();
         let codex = Filter {
             agent: Some("codex".into()),
             ..Filter::default()
@@ -355,12 +402,12 @@ mod tests {
         let filtered = top(&conn, "deploy", codex);
         assert_eq!(filtered.len(), 3);
         assert!(
-            filtered.iter().all(|(row, _)| row % 2 == 1 && *row != 1),
+            filtered
+                .iter()
+                .all(|(row, _)| *row > 400 || (row % 2 == 1 && *row != 1)),
             "{filtered:?}"
         );
-        // A refresh with nothing new changes nothing.
-        let again = refresh(&mut conn).unwrap();
-        assert_eq!(again.updated, 0);
+        assert_eq!(top(&conn, "deploy", Filter::default())[0].0, 1);
     }
 
     #[test]
@@ -383,10 +430,9 @@ mod tests {
             "the new best first, the old best kept"
         );
         assert_eq!(rows.len(), KEPT);
-        // A word the new row does not have keeps its champions, with its mark moved on.
-        let build = lists.iter().find(|l| l.term == "build").unwrap();
-        let (_, stored) = lookup(&conn, "messages_fts", "build").unwrap().unwrap();
-        assert_eq!((build.upto, &build.best), (401, &stored));
+        // A word the new row does not have is not scored again: its list stays as it is.
+        assert!(lists.iter().all(|l| l.term == "deploy"), "{lists:?}");
+        assert!(lookup(&conn, "messages_fts", "build").unwrap().is_some());
 
         // A row removed before the list is saved is not saved with it; the search skips one
         // removed after.
@@ -394,7 +440,7 @@ mod tests {
             .unwrap();
         conn.execute("DELETE FROM messages_fts WHERE rowid = 401", [])
             .unwrap();
-        save(&mut conn, Layer::Raw, &made).unwrap();
+        assert!(save(&mut conn, Layer::Raw, &made).unwrap());
         let (_, best) = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
         assert_eq!(best[0].0, 1);
         assert!(best.iter().all(|b| b.0 != 401));
@@ -419,6 +465,27 @@ mod tests {
         assert_eq!(made.done_upto, None);
         save(&mut conn, Layer::Raw, &made).unwrap();
         assert_eq!(behind(&conn, Layer::Raw).unwrap(), 400);
+    }
+
+    #[test]
+    fn lists_read_before_a_forget_or_scrub_are_not_saved_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        let stop = AtomicBool::new(false);
+        let made = compute(&conn, Layer::Raw, &stop).unwrap();
+        assert!(!made.lists.is_empty());
+        // What `memex forget` does at its end.
+        conn.execute(
+            "INSERT INTO fts_champions (fts, term, docs, upto, best) VALUES ('*', 'wipes', 1, 0, x'')",
+            [],
+        )
+        .unwrap();
+        assert!(!save(&mut conn, Layer::Raw, &made).unwrap());
+        let n: i64 = conn
+            .query_row("SELECT COUNT(*) FROM fts_champions", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1, "the count of wipes only");
+        assert_eq!(behind(&conn, Layer::Raw).unwrap(), 400, "still due");
     }
 
     #[test]

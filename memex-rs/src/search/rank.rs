@@ -94,7 +94,7 @@ fn search_layer(
     let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
     let whole = hits.len();
     hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
-    let more = champions(best, &full, &partial);
+    let more = champions(terms.len(), best, &full, &partial);
     hits.extend(layer_rows(&tx, &more, &p.filter, l)?);
     bm25_rank(&tx, l.fts_table(), terms, &dfs, hits, whole, limit)
 }
@@ -145,11 +145,12 @@ fn tokens(t: &Term) -> Vec<String> {
         .collect()
 }
 
-/// The champion rows worth ranking beside the newest matches: only when those filled the
-/// window (otherwise every match is a candidate already), the [`champions::KEPT`] best of all
-/// the terms' spellings, without the rows already there.
-fn champions(mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
-    if full.len() < CANDIDATES {
+/// The champion rows worth ranking beside the newest matches: for a query of one word whose
+/// newest matches filled the window (otherwise every match is a candidate already; and with
+/// several words, a full window outranks any row with one of them), the [`champions::KEPT`]
+/// best of the word's spellings, without the rows already there.
+fn champions(terms: usize, mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
+    if terms != 1 || full.len() < CANDIDATES {
         return Vec::new();
     }
     best.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -289,6 +290,9 @@ fn bm25_rank(
         .unwrap_or(1) as f64;
     let mut weighted = Vec::with_capacity(terms.len());
     for (t, &df) in terms.iter().zip(dfs) {
+        // A word's spellings are counted apart (a row with two of them twice): never more
+        // rows than there are.
+        let df = df.min(total);
         let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
         weighted.push((t.regex(), idf, t));
     }
@@ -353,7 +357,7 @@ fn search_raw(
     let mut hits = raw_rows(&tx, &full, &Filter::default())?;
     let whole = hits.len();
     hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
-    let more = champions(best, &full, &partial);
+    let more = champions(terms.len(), best, &full, &partial);
     hits.extend(raw_rows(&tx, &more, &p.filter)?);
     bm25_rank(&tx, fts, terms, &dfs, hits, whole, limit)
 }

@@ -75,7 +75,14 @@ async fn refresh(
         return Ok(());
     };
     let (words, updated) = (made.words, made.lists.len());
-    writer.run(move |c| champions::save(c, l, &made)).await??;
+    if !writer.run(move |c| champions::save(c, l, &made)).await?? {
+        // A forget or scrub ran meanwhile: the next look makes them from what is left.
+        tracing::info!(
+            layer = l.name(),
+            "champion lists dropped: the archive was wiped meanwhile"
+        );
+        return Ok(());
+    }
     tracing::info!(
         layer = l.name(),
         words,
