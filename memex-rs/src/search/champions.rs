@@ -52,6 +52,9 @@ pub struct Computed {
     /// How many times forget or scrub had wiped the archive when the reading began: one since
     /// makes it stale.
     pub wipes: i64,
+    /// The index's mark when the reading began: a row indexed again since moves it back, and
+    /// then the refresh does not move it on.
+    pub mark: Option<i64>,
 }
 
 /// The term under which an index's mark is stored: no token of an index is empty.
@@ -100,15 +103,17 @@ fn decode(blob: &[u8]) -> Vec<(i64, f32)> {
         .collect()
 }
 
-/// A word's document count and best rows, as a search reads them.
-pub type Champions = (i64, Vec<(i64, f32)>);
-
 /// The word's list in `fts`, if it is common there and has one. `term` is a token as the
 /// index holds it (lower case).
-pub fn lookup(conn: &Connection, fts: &str, term: &str) -> rusqlite::Result<Option<Champions>> {
-    conn.prepare_cached("SELECT docs, best FROM fts_champions WHERE fts = ?1 AND term = ?2")?
+pub fn lookup(conn: &Connection, fts: &str, term: &str) -> rusqlite::Result<Option<List>> {
+    conn.prepare_cached("SELECT docs, upto, best FROM fts_champions WHERE fts = ?1 AND term = ?2")?
         .query_row(params![fts, term], |r| {
-            Ok((r.get::<_, i64>(0)?, decode(&r.get::<_, Vec<u8>>(1)?)))
+            Ok(List {
+                term: term.to_owned(),
+                docs: r.get(0)?,
+                upto: r.get(1)?,
+                best: decode(&r.get::<_, Vec<u8>>(2)?),
+            })
         })
         .optional()
 }
@@ -121,15 +126,18 @@ fn newest(conn: &Connection, l: Layer) -> rusqlite::Result<Option<i64>> {
     })
 }
 
+/// The mark of index `fts`: its lists have looked at every row up to it (a whole refresh sets
+/// it to the newest row; a row indexed again in place puts it back before that row,
+/// `store::fts::reindexed`). None before the first whole refresh.
+pub fn mark(conn: &Connection, fts: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT upto FROM fts_champions WHERE fts = ?1 AND term = ?2")?
+        .query_row([fts, MARK], |r| r.get(0))
+        .optional()
+}
+
 /// How many rows of `l` came in since its last whole refresh.
 pub fn behind(conn: &Connection, l: Layer) -> rusqlite::Result<i64> {
-    let seen: Option<i64> = conn
-        .query_row(
-            "SELECT upto FROM fts_champions WHERE fts = ?1 AND term = ?2",
-            [l.fts_table(), MARK],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let seen = mark(conn, l.fts_table())?;
     Ok((newest(conn, l)?.unwrap_or(0) - seen.unwrap_or(0)).max(0))
 }
 
@@ -151,9 +159,11 @@ pub fn due(conn: &Connection, l: Layer) -> rusqlite::Result<bool> {
 pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Result<Computed> {
     let fts = l.fts_table();
     let wipes = wipes(conn)?;
+    let mark = mark(conn, fts)?;
     let Some(top) = newest(conn, l)? else {
         return Ok(Computed {
             wipes,
+            mark,
             ..Computed::default()
         });
     };
@@ -188,17 +198,19 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
     let mut fresh_rows = conn.prepare(&format!(
         "SELECT 1 FROM {fts} WHERE {fts} MATCH ?1 AND rowid > ?2 AND rowid <= ?3 LIMIT 1"
     ))?;
-    // Rows above the list's mark, best first by FTS5's BM25 (lower is better there).
+    // Rows above the list's mark, best first by FTS5's BM25 (lower is better there), the newer
+    // first among equals (as a search orders them).
     let mut best = conn.prepare(&format!(
         "SELECT rowid, bm25({fts}) FROM {fts}
          WHERE {fts} MATCH ?1 AND rowid > ?2 AND rowid <= ?3
-         ORDER BY 2 LIMIT {KEPT}"
+         ORDER BY 2, rowid DESC LIMIT {KEPT}"
     ))?;
     let mut out = Computed {
         words: common.len(),
         lists: Vec::new(),
         done_upto: Some(top),
         wipes,
+        mark,
     };
     for (term, docs) in common {
         if stop.load(Ordering::Relaxed) {
@@ -206,6 +218,8 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
             break;
         }
         let (upto, mut list) = known.remove(&term).unwrap_or_default();
+        // Rows above the index's mark are looked at again: one of them was indexed again.
+        let upto = mark.map_or(upto, |m| upto.min(m));
         if upto >= top {
             continue;
         }
@@ -215,13 +229,15 @@ pub fn compute(conn: &Connection, l: Layer, stop: &AtomicBool) -> rusqlite::Resu
         if !fresh_rows.exists(params![phrase, upto, top])? {
             continue;
         }
-        let fresh = best
+        let mut fresh = best
             .query_map(params![phrase, upto, top], |r| {
                 Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)? as f32))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         list.retain(|(row, _)| !fresh.iter().any(|(f, _)| f == row));
-        list.extend(fresh);
+        // The newer rows first, so that a stable sort keeps them first among equals.
+        fresh.append(&mut list);
+        let mut list = fresh;
         list.sort_by(|a, b| b.1.total_cmp(&a.1));
         list.truncate(KEPT);
         out.lists.push(List {
@@ -248,7 +264,10 @@ pub fn save(conn: &mut Connection, l: Layer, made: &Computed) -> rusqlite::Resul
             "INSERT OR REPLACE INTO fts_champions (fts, term, docs, upto, best)
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
-        if let Some(upto) = made.done_upto {
+        // A row indexed again since the reading began keeps the mark before it.
+        if let Some(upto) = made.done_upto
+            && mark(&tx, l.fts_table())? == made.mark
+        {
             put.execute(params![l.fts_table(), MARK, 0, upto, Vec::<u8>::new()])?;
         }
         for list in &made.lists {
@@ -332,9 +351,13 @@ mod tests {
     }
 
     fn top(conn: &Connection, q: &str, filter: Filter) -> Vec<(i64, Vec<String>)> {
+        top_n(conn, q, filter, 3)
+    }
+
+    fn top_n(conn: &Connection, q: &str, filter: Filter, limit: usize) -> Vec<(i64, Vec<String>)> {
         let p = SearchParams {
             query: q.into(),
-            limit: 3,
+            limit,
             filter,
             level: Scope::One(Layer::Raw),
             mode: Mode::Fts,
@@ -364,7 +387,7 @@ mod tests {
         // `deploy`, and the filler's words; never a stop word such as `the`.
         assert!(done.words >= 1 && done.updated == done.words, "{done:?}");
         assert_eq!(behind(&conn, Layer::Raw).unwrap(), 0);
-        let (docs, best) = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        let List { docs, best, .. } = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
         assert_eq!(docs, 400);
         assert_eq!(best.len(), KEPT);
         assert_eq!(
@@ -441,7 +464,10 @@ mod tests {
         conn.execute("DELETE FROM messages_fts WHERE rowid = 401", [])
             .unwrap();
         assert!(save(&mut conn, Layer::Raw, &made).unwrap());
-        let (_, best) = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        let best = lookup(&conn, "messages_fts", "deploy")
+            .unwrap()
+            .unwrap()
+            .best;
         assert_eq!(best[0].0, 1);
         assert!(best.iter().all(|b| b.0 != 401));
         conn.execute("DELETE FROM messages WHERE id = 1", [])
@@ -465,6 +491,96 @@ mod tests {
         assert_eq!(made.done_upto, None);
         save(&mut conn, Layer::Raw, &made).unwrap();
         assert_eq!(behind(&conn, Layer::Raw).unwrap(), 400);
+    }
+
+    #[test]
+    fn a_word_with_lists_ranks_its_rows_since_their_mark_its_rare_forms_and_its_champions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        // An old row that has the word in a rare form only.
+        message(&conn, 401, 1, "deploying deploying: deploying again");
+        refresh(&mut conn).unwrap();
+        let deploy = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        assert_eq!(deploy.upto, 401);
+        assert_eq!(lookup(&conn, "messages_fts", "deploying").unwrap(), None);
+        // More than a window of newer rows since the lists were made, the newest short.
+        for id in 402..=760 {
+            let text = format!("the staging cluster pulled the image before the deploy of {id}");
+            message(&conn, id, 2, &text);
+        }
+        message(&conn, 761, 2, "deploy deploy deploy");
+        let rows: Vec<i64> = top(&conn, "deploy", Filter::default())
+            .into_iter()
+            .map(|(row, _)| row)
+            .collect();
+        // The row since the mark, the champion, and the rare form's row, which neither the
+        // newest window nor a list holds.
+        assert_eq!(rows[0], 761, "{rows:?}");
+        let mut best = rows.clone();
+        best.sort_unstable();
+        assert_eq!(best, vec![1, 401, 761], "{rows:?}");
+    }
+
+    #[test]
+    fn more_results_than_a_list_holds_come_from_the_newest_matches_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        refresh(&mut conn).unwrap();
+        let rows = top_n(&conn, "deploy", Filter::default(), 100);
+        assert_eq!(rows.len(), 100);
+        assert_eq!(rows[0].0, 1);
+    }
+
+    #[test]
+    fn a_spellings_list_does_not_crowd_out_the_words_own_best_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        // `deployed` in more than 300 short rows: rarer than `deploy`, each of its rows outscores
+        // the best `deploy` row in its own list.
+        for id in 401..=710 {
+            message(&conn, id, 2, "deployed it");
+        }
+        refresh(&mut conn).unwrap();
+        let deployed = lookup(&conn, "messages_fts", "deployed").unwrap().unwrap();
+        let deploy = lookup(&conn, "messages_fts", "deploy").unwrap().unwrap();
+        assert!(deployed.best[KEPT - 1].1 > deploy.best[0].1);
+        assert_eq!(top(&conn, "deploy", Filter::default())[0].0, 1);
+    }
+
+    #[test]
+    fn a_row_indexed_again_in_place_is_ranked_and_scored_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = archive(dir.path());
+        refresh(&mut conn).unwrap();
+        // Row 200, long ago scored low, now says little else (as a rewritten message would).
+        let text = "deploy deploy deploy";
+        conn.execute("UPDATE messages SET text = ?1 WHERE id = 200", [text])
+            .unwrap();
+        conn.execute("DELETE FROM messages_fts WHERE rowid = 200", [])
+            .unwrap();
+        conn.execute(
+            "INSERT INTO messages_fts (rowid, body) VALUES (200, ?1)",
+            [text],
+        )
+        .unwrap();
+        crate::store::fts::reindexed(&conn, "messages_fts", 200).unwrap();
+        assert_eq!(mark(&conn, "messages_fts").unwrap(), Some(199));
+        assert_eq!(top(&conn, "deploy", Filter::default())[0].0, 200);
+
+        // A refresh that read before another such row does not move the mark past it.
+        let stop = AtomicBool::new(false);
+        let made = compute(&conn, Layer::Raw, &stop).unwrap();
+        crate::store::fts::reindexed(&conn, "messages_fts", 100).unwrap();
+        assert!(save(&mut conn, Layer::Raw, &made).unwrap());
+        assert_eq!(mark(&conn, "messages_fts").unwrap(), Some(99));
+        // The next one scores the row again and moves the mark on.
+        let best = lookup(&conn, "messages_fts", "deploy")
+            .unwrap()
+            .unwrap()
+            .best;
+        assert_eq!(best[0].0, 200, "{best:?}");
+        refresh(&mut conn).unwrap();
+        assert_eq!(mark(&conn, "messages_fts").unwrap(), Some(400));
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! serves lazily, so this costs well under a millisecond even for common words at a million
 //! messages), and the newest [`CANDIDATES`] that pass the filters are ranked here with BM25,
 //! together with the [`champions`] of the query's common words: their best rows over all
-//! their matches, which the service keeps. FTS5's own `bm25()` is not used at query time:
+//! their matches, which the service keeps. A one-word query without filters whose lists are
+//! made ranks only its matches since the lists' mark, the rows of its rare spellings and the
+//! champions (the best older rows by FTS5's BM25, which orders rows much as the ranking here
+//! does), so it reads a few dozen rows where it read 300. FTS5's own `bm25()` is not used at
+//! query time:
 //! before ranking a single row it counts every document that contains each phrase, a scan of
 //! the whole doclist that costs 5–30 ms for common words (BENCHMARKS.md). Here a term's
 //! document frequency comes from its champion list, or is counted up to [`DF_CAP`] (exact for

@@ -89,50 +89,138 @@ fn search_layer(
         table = l.table(),
         fts = l.fts_table()
     );
-    let (dfs, best) = doc_freqs(&tx, l.fts_table(), terms)?;
-    let (full, partial) = candidates(&tx, l.fts_table(), &join, &cond, args, terms, &dfs, limit)?;
+    let known = doc_freqs(&tx, l.fts_table(), terms)?;
+    let [full, partial, more] = to_rank(
+        &tx,
+        l.fts_table(),
+        &join,
+        &cond,
+        args,
+        p,
+        terms,
+        limit,
+        &known,
+    )?;
+    // The candidates already passed the filter; the champions did not.
     let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
     let whole = hits.len();
     hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
-    let more = champions(terms.len(), best, &full, &partial);
     hits.extend(layer_rows(&tx, &more, &p.filter, l)?);
-    bm25_rank(&tx, l.fts_table(), terms, &dfs, hits, whole, limit)
+    bm25_rank(&tx, l.fts_table(), terms, &known.dfs, hits, whole, limit)
+}
+
+/// The rows a search ranks: those with every term, those with some, and champions that are
+/// neither. A one-word query without filters whose lists [reach](Reach) far, asking for no more
+/// than a list holds, ranks its matches above the mark, the rows of its rare spellings and the
+/// champions of its common ones (the best of the older rows by FTS5's BM25, which orders rows
+/// much as the ranking here does); any other query its newest matches, and the champions
+/// beside them when those filled the window.
+#[allow(clippy::too_many_arguments)]
+fn to_rank(
+    tx: &Connection,
+    fts: &str,
+    join: &str,
+    cond: &str,
+    args: Vec<Sql>,
+    p: &SearchParams,
+    terms: &[Term],
+    limit: usize,
+    known: &Known,
+) -> Result<[Vec<i64>; 3], SearchError> {
+    if let Some(reach) = &known.reach
+        && p.filter.is_empty()
+        && limit <= champions::KEPT
+    {
+        let mut above = args.clone();
+        above.push(Sql::Integer(reach.upto));
+        let n = above.len();
+        let cond_above = format!("{cond} AND {fts}.rowid > ?{n}");
+        let mut full = newest_matches(tx, fts, join, &cond_above, above, CANDIDATES, None)?;
+        if let Some(rare) = &reach.rare {
+            let mut args = args;
+            args[0] = Sql::Text(rare.clone());
+            for id in newest_matches(tx, fts, join, cond, args, champions::KEPT, None)? {
+                if !full.contains(&id) {
+                    full.push(id);
+                }
+            }
+        }
+        let more = champions(known.best.clone(), &full, &[]);
+        return Ok([full, Vec::new(), more]);
+    }
+    let (full, partial) = candidates(tx, fts, join, cond, args, terms, &known.dfs, limit)?;
+    // With several words, a full window outranks any row with one of them.
+    let more = if terms.len() == 1 && full.len() >= CANDIDATES {
+        champions(known.best.clone(), &full, &partial)
+    } else {
+        Vec::new()
+    };
+    Ok([full, partial, more])
+}
+
+/// What the index tells of a query's terms before any row is read.
+struct Known {
+    /// Each term's document frequency.
+    dfs: Vec<f64>,
+    /// The champions of the terms' common spellings, with their scores.
+    best: Vec<(i64, f32)>,
+    /// How far the lists of a one-word query reach.
+    reach: Option<Reach>,
+}
+
+/// A one-word query whose common spellings all have lists: the best rows up to `upto` (the
+/// oldest of their marks and the index's) that hold a common spelling are their champions;
+/// its other spellings (`rare`, their expression) are in [`champions::KEPT`] rows at most.
+struct Reach {
+    upto: i64,
+    rare: Option<String>,
 }
 
 /// Each term's document frequency in `fts`, and the best rows of its common spellings over all
 /// their matches ([`champions`](super::champions)). A spelling with a champion list brings its
 /// stored count; the others are counted up to [`DF_CAP`] (exact for rare ones, saturated for
 /// common ones whose list is not made yet).
-fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<DocFreqs, SearchError> {
+fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Known, SearchError> {
     let mut count = tx.prepare_cached(&format!(
         "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT {DF_CAP})"
     ))?;
-    let mut dfs = Vec::with_capacity(terms.len());
-    let mut best = Vec::new();
+    let mut known = Known {
+        dfs: Vec::with_capacity(terms.len()),
+        best: Vec::new(),
+        reach: None,
+    };
     for t in terms {
-        let mut known = 0;
+        let (mut docs, mut upto) = (0, None::<i64>);
         let mut rest = Vec::new();
         for token in tokens(t) {
             match champions::lookup(tx, fts, &token)? {
-                Some((docs, rows)) => {
-                    known += docs;
-                    best.extend(rows);
+                Some(list) => {
+                    docs += list.docs;
+                    upto = Some(upto.map_or(list.upto, |u| u.min(list.upto)));
+                    known.best.extend(list.best);
                 }
                 None => rest.push(format!("\"{}\"", token.replace('"', "\"\""))),
             }
         }
-        let counted = match (known, rest.is_empty()) {
+        let rest = rest.join(" OR ");
+        let counted = match (docs, rest.is_empty()) {
             (0, _) => count.query_row([t.expr()], |r| r.get::<_, i64>(0))?,
             (_, true) => 0,
-            (_, false) => count.query_row([rest.join(" OR ")], |r| r.get::<_, i64>(0))?,
+            (_, false) => count.query_row([&rest], |r| r.get::<_, i64>(0))?,
         };
-        dfs.push((known + counted) as f64);
+        known.dfs.push((docs + counted) as f64);
+        if let (1, Some(upto)) = (terms.len(), upto)
+            && counted <= champions::KEPT as i64
+            && let Some(mark) = champions::mark(tx, fts)?
+        {
+            known.reach = Some(Reach {
+                upto: upto.min(mark),
+                rare: (counted > 0).then_some(rest),
+            });
+        }
     }
-    Ok((dfs, best))
+    Ok(known)
 }
-
-/// Document frequencies, and champion rows with their scores.
-type DocFreqs = (Vec<f64>, Vec<(i64, f32)>);
 
 /// The index tokens a term is any of: a bare word's spellings, as the index holds them (lower
 /// case); none for a phrase of several words or a prefix, which have no list of their own.
@@ -145,20 +233,15 @@ fn tokens(t: &Term) -> Vec<String> {
         .collect()
 }
 
-/// The champion rows worth ranking beside the newest matches: for a query of one word whose
-/// newest matches filled the window (otherwise every match is a candidate already; and with
-/// several words, a full window outranks any row with one of them), the [`champions::KEPT`]
-/// best of the word's spellings, without the rows already there.
-fn champions(terms: usize, mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
-    if terms != 1 || full.len() < CANDIDATES {
-        return Vec::new();
-    }
+/// The champions of a word's spellings, best first, without the rows already there. Each
+/// spelling's list whole: FTS5 scores a spelling by its own rarity, so a rare spelling's rows
+/// would crowd out the word's own best ones if the lists were cut together.
+fn champions(mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
     best.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut seen: std::collections::HashSet<i64> = full.iter().chain(partial).copied().collect();
     best.into_iter()
         .map(|(row, _)| row)
         .filter(|row| seen.insert(*row))
-        .take(champions::KEPT)
         .collect()
 }
 
@@ -351,15 +434,14 @@ fn search_raw(
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
     };
     let fts = Layer::Raw.fts_table();
-    let (dfs, best) = doc_freqs(&tx, fts, terms)?;
-    let (full, partial) = candidates(&tx, fts, join, &cond, args, terms, &dfs, limit)?;
+    let known = doc_freqs(&tx, fts, terms)?;
+    let [full, partial, more] = to_rank(&tx, fts, join, &cond, args, p, terms, limit, &known)?;
     // The candidates already passed the filter; the champions did not.
     let mut hits = raw_rows(&tx, &full, &Filter::default())?;
     let whole = hits.len();
     hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
-    let more = champions(terms.len(), best, &full, &partial);
     hits.extend(raw_rows(&tx, &more, &p.filter)?);
-    bm25_rank(&tx, fts, terms, &dfs, hits, whole, limit)
+    bm25_rank(&tx, fts, terms, &known.dfs, hits, whole, limit)
 }
 
 #[cfg(test)]

@@ -70,6 +70,19 @@ pub fn index_text(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Row `rowid` of the full-text index `fts` was indexed again in place (a message rewritten, a
+/// summary written again under a freed id, a long text given its tail): the champion lists of
+/// `search::champions` looked at rows up to their index's mark, so the mark goes back before
+/// it, and the next refresh and every search until then look at the row again. One row
+/// updated; nothing when the row is above the mark (it is looked at anyway).
+pub fn reindexed(conn: &rusqlite::Connection, fts: &str, rowid: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE fts_champions SET upto = ?2 - 1 WHERE fts = ?1 AND term = '' AND upto >= ?2",
+    )?
+    .execute(rusqlite::params![fts, rowid])?;
+    Ok(())
+}
+
 /// Indexes again, by [`index_text`], every message whose text is longer than `max_bytes` (an
 /// archive written before long texts kept their tail has only their head indexed). One
 /// transaction. Returns how many messages were indexed again.
@@ -79,6 +92,7 @@ pub fn reindex_long_texts(
 ) -> rusqlite::Result<u64> {
     let tx = conn.transaction()?;
     let mut n = 0;
+    let mut first = None;
     {
         // Texts over COMPRESS_TEXT_ABOVE are stored compressed: only those can be long.
         let mut st = tx.prepare(
@@ -94,9 +108,13 @@ pub fn reindex_long_texts(
             if text.len() > max_bytes {
                 del.execute([id])?;
                 ins.execute(rusqlite::params![id, index_text(&text, max_bytes)])?;
+                first = Some(first.map_or(id, |f: i64| f.min(id)));
                 n += 1;
             }
         }
+    }
+    if let Some(id) = first {
+        reindexed(&tx, "messages_fts", id)?;
     }
     tx.commit()?;
     Ok(n)

@@ -77,7 +77,9 @@ pub(super) fn index(
         ),
         params![rowid, fts::index_text(body, 1 << 20)],
     )?;
-    Ok(())
+    // A row written again under an id the index had before (the newest, deleted and
+    // written again).
+    fts::reindexed(tx, layer.fts_table(), rowid)
 }
 
 pub(super) fn unindex(

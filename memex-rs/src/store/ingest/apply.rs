@@ -223,6 +223,7 @@ fn update_existing(
                 "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
                 params![id, idx],
             )?;
+            crate::store::fts::reindexed(tx, "messages_fts", id)?;
         }
     }
     Ok((changed > 0).then_some((id, old_block)))
