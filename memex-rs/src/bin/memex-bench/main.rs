@@ -554,6 +554,17 @@ const QUERIES: &[&str] = &[
     "npm test",
 ];
 
+/// Single words each in a quarter of the generated messages: what a search ranks over all
+/// their matches with the champion lists.
+const COMMON_WORDS: &[&str] = &[
+    "cache",
+    "webhook",
+    "migration",
+    "pipeline",
+    "iterator",
+    "handler",
+];
+
 /// Questions as people ask them: no message has every word, so these rank partial matches
 /// (the rows with the most of the significant words, then BM25).
 const QUESTIONS: &[&str] = &[
@@ -610,6 +621,7 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize, lists: bool) {
     println!("search over {n} messages ({have} champion lists), {runs} runs per query, limit 10");
     time_queries(&conn, QUERIES, runs, Some(corpus), "queries");
     time_queries(&conn, QUESTIONS, runs, None, "questions");
+    time_queries(&conn, COMMON_WORDS, runs, None, "common words");
 }
 
 /// Times each query (words only, limit 10) `runs` times and prints its p50 and p99, and all of
