@@ -8,13 +8,12 @@
 //! their matches, which the service keeps. A one-word query without filters whose lists are
 //! made ranks only its matches since the lists' mark, the rows of its rare spellings and the
 //! champions (the best older rows by FTS5's BM25, which orders rows much as the ranking here
-//! does), so it reads a few dozen rows where it read 300. FTS5's own `bm25()` is not used at
-//! query time:
-//! before ranking a single row it counts every document that contains each phrase, a scan of
-//! the whole doclist that costs 5–30 ms for common words (BENCHMARKS.md). Here a term's
-//! document frequency comes from its champion list, or is counted up to [`DF_CAP`] (exact for
-//! rare terms, saturated for common ones whose list is not made yet), and term frequencies and
-//! lengths come from the candidates' own text.
+//! does), so it reads 64 rows per common spelling, and the few since their mark, where it read
+//! 300. FTS5's own `bm25()` is not used at query time: before ranking a single row it counts
+//! every document that contains each phrase, a scan of the whole doclist that costs 5–30 ms
+//! for common words (BENCHMARKS.md). Here a term's document frequency comes from its champion
+//! list, or is counted up to [`DF_CAP`] (exact for rare terms, saturated for common ones whose
+//! list is not made yet), and term frequencies and lengths come from the candidates' own text.
 //!
 //! The parts: [`query`] reads what a user typed, `rank` ranks full-text matches and fuses
 //! rankings, [`champions`] keeps common words' best rows, `nearest` asks the vector tables
