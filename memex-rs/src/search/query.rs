@@ -542,9 +542,18 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
 
 /// A window of `text` around the first match of any term, matches wrapped in `**`.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
-    let re = any_of(&term_words(terms));
+    snippet_marked(text, marker(terms).as_ref(), width)
+}
+
+/// The expression a snippet marks `terms` with: built once per search, not once per hit
+/// (building it costs more than the rest of a one-word search).
+pub fn marker(terms: &[Term]) -> Option<regex::Regex> {
+    any_of(&term_words(terms))
+}
+
+/// [`snippet`], with the terms' [`marker`] built already.
+pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> String {
     let first = re
-        .as_ref()
         .and_then(|r| whole_words(r, text).next())
         .map_or(0, |m| m.start());
     // Start a little before the match, on a char boundary.
@@ -562,7 +571,7 @@ pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
         out.push('…');
     }
     let mut at = 0;
-    for m in re.iter().flat_map(|r| whole_words(r, window)) {
+    for m in re.into_iter().flat_map(|r| whole_words(r, window)) {
         out.push_str(&window[at..m.start()]);
         out.push_str("**");
         out.push_str(m.as_str());

@@ -407,10 +407,11 @@ fn bm25_rank(
     hits.retain(|(n, ..)| *n >= least);
     hits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
     hits.truncate(limit);
+    let marker = query::marker(terms);
     Ok(hits
         .into_iter()
         .map(|(_, mut hit, text)| {
-            hit.snippet = query::snippet(&text, terms, 200);
+            hit.snippet = query::snippet_marked(&text, marker.as_ref(), 200);
             hit
         })
         .collect())
