@@ -5,7 +5,7 @@ use rusqlite::{Connection, params_from_iter, types::Value as Sql};
 
 use super::champions;
 use super::query::{self, Term};
-use super::rows::{layer_rows, raw_rows};
+use super::rows::layer_rows;
 use super::{CANDIDATES, DF_CAP, Hit, RRF_K, SearchError, SearchParams};
 use crate::layer::Layer;
 use crate::store::read::Filter;
@@ -68,9 +68,8 @@ pub(super) fn fuse(lists: Vec<Vec<Hit>>, limit: usize, words: usize) -> Vec<Hit>
     fused
 }
 
-/// A compact layer: its newest matches, ranked like the raw level (at a million messages the
-/// layers hold hundreds of thousands of rows, and FTS5's `bm25()` would scan every match);
-/// the raw layer has its own query.
+/// One layer's newest matches, ranked here with BM25 (at a million messages the layers hold
+/// hundreds of thousands of rows, and FTS5's `bm25()` would scan every match).
 fn search_layer(
     conn: &Connection,
     p: &SearchParams,
@@ -78,35 +77,39 @@ fn search_layer(
     l: Layer,
     limit: usize,
 ) -> Result<Vec<Hit>, SearchError> {
-    let Some(c) = l.columns() else {
-        return search_raw(conn, p, terms, limit);
-    };
+    // One read transaction for the whole search: one snapshot, and one lock instead of one per
+    // statement.
     let tx = conn.unchecked_transaction()?;
+    let fts = l.fts_table();
     let mut args = vec![Sql::Text(query::match_expr(terms))];
-    let cond = p.filter.sql(Some(c.ts), &mut args);
-    let join = format!(
-        "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
-        table = l.table(),
-        fts = l.fts_table()
-    );
-    let known = doc_freqs(&tx, l.fts_table(), terms)?;
-    let [full, partial, more] = to_rank(
-        &tx,
-        l.fts_table(),
-        &join,
-        &cond,
-        args,
-        p,
-        terms,
-        limit,
-        &known,
-    )?;
+    let (cond, join) = match l.columns() {
+        Some(c) => (
+            p.filter.sql(Some(c.ts), &mut args),
+            format!(
+                "JOIN {table} x ON x.id = {fts}.rowid JOIN sessions s ON s.id = x.session_pk",
+                table = l.table()
+            ),
+        ),
+        // The messages are joined only when a filter needs them.
+        None => (
+            p.filter.sql(Some("m.ts"), &mut args),
+            if p.filter.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "JOIN messages m ON m.id = {fts}.rowid JOIN sessions s ON s.id = m.session_pk"
+                )
+            },
+        ),
+    };
+    let mut known = doc_freqs(&tx, fts, terms)?;
+    let [full, partial, more] = to_rank(&tx, fts, &join, &cond, args, p, terms, limit, &mut known)?;
     // The candidates already passed the filter; the champions did not.
     let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
     let whole = hits.len();
     hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
     hits.extend(layer_rows(&tx, &more, &p.filter, l)?);
-    bm25_rank(&tx, l.fts_table(), terms, &known.dfs, hits, whole, limit)
+    bm25_rank(&tx, fts, terms, &known.dfs, hits, whole, limit)
 }
 
 /// The rows a search ranks: those with every term, those with some, and champions that are
@@ -125,8 +128,9 @@ fn to_rank(
     p: &SearchParams,
     terms: &[Term],
     limit: usize,
-    known: &Known,
+    known: &mut Known,
 ) -> Result<[Vec<i64>; 3], SearchError> {
+    let best = std::mem::take(&mut known.best);
     if let Some(reach) = &known.reach
         && p.filter.is_empty()
         && limit <= champions::KEPT
@@ -145,13 +149,13 @@ fn to_rank(
                 }
             }
         }
-        let more = champions(known.best.clone(), &full, &[]);
+        let more = champions(best, &full, &[]);
         return Ok([full, Vec::new(), more]);
     }
     let (full, partial) = candidates(tx, fts, join, cond, args, terms, &known.dfs, limit)?;
     // With several words, a full window outranks any row with one of them.
     let more = if terms.len() == 1 && full.len() >= CANDIDATES {
-        champions(known.best.clone(), &full, &partial)
+        champions(best, &full, &partial)
     } else {
         Vec::new()
     };
@@ -415,34 +419,6 @@ fn bm25_rank(
             hit
         })
         .collect())
-}
-
-/// Raw level: the newest matching messages, ranked here with BM25.
-fn search_raw(
-    conn: &Connection,
-    p: &SearchParams,
-    terms: &[Term],
-    limit: usize,
-) -> Result<Vec<Hit>, SearchError> {
-    // One read transaction for the whole search: one snapshot, and one lock instead of one per
-    // statement.
-    let tx = conn.unchecked_transaction()?;
-    let mut args = vec![Sql::Text(query::match_expr(terms))];
-    let cond = p.filter.sql(Some("m.ts"), &mut args);
-    let join = if p.filter.is_empty() {
-        ""
-    } else {
-        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_pk"
-    };
-    let fts = Layer::Raw.fts_table();
-    let known = doc_freqs(&tx, fts, terms)?;
-    let [full, partial, more] = to_rank(&tx, fts, join, &cond, args, p, terms, limit, &known)?;
-    // The candidates already passed the filter; the champions did not.
-    let mut hits = raw_rows(&tx, &full, &Filter::default())?;
-    let whole = hits.len();
-    hits.extend(raw_rows(&tx, &partial, &Filter::default())?);
-    hits.extend(raw_rows(&tx, &more, &p.filter)?);
-    bm25_rank(&tx, fts, terms, &known.dfs, hits, whole, limit)
 }
 
 #[cfg(test)]
