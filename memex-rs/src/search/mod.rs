@@ -13,7 +13,10 @@
 //! every document that contains each phrase, a scan of the whole doclist that costs 5–30 ms
 //! for common words (BENCHMARKS.md). Here a term's document frequency comes from its champion
 //! list, or is counted up to [`DF_CAP`] (exact for rare terms, saturated for common ones whose
-//! list is not made yet), and term frequencies and lengths come from the candidates' own text.
+//! list is not made yet). Term frequencies and lengths (in tokens) of the query's own matches
+//! come from the index as FTS5 finds each row ([`crate::store::fts_hits`]), so a search reads
+//! the text of the few rows it returns only; champions and partial matches are counted in
+//! their text.
 //!
 //! The parts: [`query`] reads what a user typed, `rank` ranks full-text matches and fuses
 //! rankings, [`champions`] keeps common words' best rows, `nearest` asks the vector tables

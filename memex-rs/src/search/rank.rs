@@ -8,6 +8,7 @@ use super::query::{self, Term};
 use super::rows::layer_rows;
 use super::{CANDIDATES, DF_CAP, Hit, RRF_K, SearchError, SearchParams};
 use crate::layer::Layer;
+use crate::store::fts_hits;
 use crate::store::read::Filter;
 
 /// One layer's full-text ranking, best first.
@@ -103,13 +104,65 @@ fn search_layer(
         ),
     };
     let mut known = doc_freqs(&tx, fts, terms)?;
-    let [full, partial, more] = to_rank(&tx, fts, &join, &cond, args, p, terms, limit, &mut known)?;
+    let (full, partial, more) = to_rank(&tx, fts, &join, &cond, args, p, terms, limit, &mut known)?;
+    // Rows whose counts the index gave need no text to be ranked; the others are read now.
+    let (counted, whole): (Vec<(i64, Counted)>, Vec<i64>) =
+        full.into_iter()
+            .fold((Vec::new(), Vec::new()), |(mut c, mut w), (row, n)| {
+                match n {
+                    Some(n) => c.push((row, n)),
+                    None => w.push(row),
+                }
+                (c, w)
+            });
     // The candidates already passed the filter; the champions did not.
-    let mut hits = layer_rows(&tx, &full, &Filter::default(), l)?;
-    let whole = hits.len();
-    hits.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
-    hits.extend(layer_rows(&tx, &more, &p.filter, l)?);
-    bm25_rank(&tx, fts, terms, &known.dfs, hits, whole, limit)
+    let mut read = layer_rows(&tx, &whole, &Filter::default(), l)?;
+    let all_terms = read.len();
+    read.extend(layer_rows(&tx, &partial, &Filter::default(), l)?);
+    read.extend(layer_rows(&tx, &more, &p.filter, l)?);
+    let ranked = Ranked {
+        counted,
+        read,
+        all_terms,
+    };
+    bm25_rank(&tx, fts, l, terms, &known.dfs, ranked, limit)
+}
+
+/// A query's full matches, newest first, each with what the index counted in it.
+type Full = Vec<(i64, Option<Counted>)>;
+
+/// What the index told of a row of a query's full matches ([`fts_hits`]): its length in
+/// tokens and how often each term occurs in it.
+struct Counted {
+    tokens: u32,
+    tf: Vec<u32>,
+}
+
+/// What [`fts_hits`] counted in a row of `terms`' full matches ([`query::match_expr`]: each
+/// term one phrase per spelling, in order), per term.
+fn per_term(blob: &[u8], terms: &[Term]) -> Option<Counted> {
+    let (tokens, phrases) = fts_hits::decode(blob)?;
+    // A phrase count that is not the terms' says the expression was not theirs: read the text.
+    if phrases.len() != terms.iter().map(|t| 1 + t.forms.len()).sum::<usize>() {
+        return None;
+    }
+    let mut next = phrases.iter();
+    let tf: Vec<u32> = terms
+        .iter()
+        .map(|t| next.by_ref().take(1 + t.forms.len()).sum())
+        .collect();
+    // A full match has every term, in a row of some length: counts that say otherwise (an
+    // index that keeps no positions or sizes) are not used.
+    (tokens > 0 && tf.iter().all(|&n| n > 0)).then_some(Counted { tokens, tf })
+}
+
+/// The candidates of one ranking: rows the index counted (the query's full matches, newest
+/// first) and rows read with their text (full matches the index could not count, the first
+/// `all_terms` of them, then partial matches and champions).
+struct Ranked {
+    counted: Vec<(i64, Counted)>,
+    read: Vec<(Hit, String)>,
+    all_terms: usize,
 }
 
 /// The rows a search ranks: those with every term, those with some, and champions that are
@@ -129,7 +182,7 @@ fn to_rank(
     terms: &[Term],
     limit: usize,
     known: &mut Known,
-) -> Result<[Vec<i64>; 3], SearchError> {
+) -> Result<(Full, Vec<i64>, Vec<i64>), SearchError> {
     let best = std::mem::take(&mut known.best);
     if let Some(reach) = &known.reach
         && p.filter.is_empty()
@@ -139,27 +192,30 @@ fn to_rank(
         above.push(Sql::Integer(reach.upto));
         let n = above.len();
         let cond_above = format!("{cond} AND {fts}.rowid > ?{n}");
-        let mut full = newest_matches(tx, fts, join, &cond_above, above, CANDIDATES, None)?;
+        let mut full = newest_counted(tx, fts, join, &cond_above, above, CANDIDATES, terms)?;
         if let Some(rare) = &reach.rare {
             let mut args = args;
             args[0] = Sql::Text(rare.clone());
+            // Read, not counted: this expression holds only some of the word's spellings.
             for id in newest_matches(tx, fts, join, cond, args, champions::KEPT, None)? {
-                if !full.contains(&id) {
-                    full.push(id);
+                if !full.iter().any(|f| f.0 == id) {
+                    full.push((id, None));
                 }
             }
         }
-        let more = champions(best, &full, &[]);
-        return Ok([full, Vec::new(), more]);
+        let ids: Vec<i64> = full.iter().map(|f| f.0).collect();
+        let more = champions(best, &ids, &[]);
+        return Ok((full, Vec::new(), more));
     }
     let (full, partial) = candidates(tx, fts, join, cond, args, terms, &known.dfs, limit)?;
     // With several words, a full window outranks any row with one of them.
     let more = if terms.len() == 1 && full.len() >= CANDIDATES {
-        champions(best, &full, &partial)
+        let ids: Vec<i64> = full.iter().map(|f| f.0).collect();
+        champions(best, &ids, &partial)
     } else {
         Vec::new()
     };
-    Ok([full, partial, more])
+    Ok((full, partial, more))
 }
 
 /// What the index tells of a query's terms before any row is read.
@@ -265,9 +321,9 @@ fn candidates(
     terms: &[Term],
     dfs: &[f64],
     limit: usize,
-) -> Result<(Vec<i64>, Vec<i64>), SearchError> {
+) -> Result<(Full, Vec<i64>), SearchError> {
     let mut some = args.clone();
-    let full = newest_matches(tx, fts, join, cond, args, CANDIDATES, None)?;
+    let full = newest_counted(tx, fts, join, cond, args, CANDIDATES, terms)?;
     if full.len() >= limit.min(CANDIDATES) || terms.len() < 2 {
         return Ok((full, Vec::new()));
     }
@@ -277,7 +333,7 @@ fn candidates(
     let mut order: Vec<usize> = (0..terms.len()).filter(|&i| dfs[i] > 0.0).collect();
     order.sort_by(|&a, &b| dfs[a].total_cmp(&dfs[b]));
     rare.extend(order.iter().map(|&i| &terms[i]));
-    let mut seen: std::collections::HashSet<i64> = full.iter().copied().collect();
+    let mut seen: std::collections::HashSet<i64> = full.iter().map(|f| f.0).collect();
     let mut partial = Vec::new();
     let most = rare.len().min(terms.len() - 1);
     // Two steps at most, and only with a rare term to anchor them: an AND of common terms only
@@ -308,6 +364,32 @@ fn candidates(
         }
     }
     Ok((full, partial))
+}
+
+/// [`newest_matches`] without a scan limit, each with what the index counted of `terms` in it
+/// ([`fts_hits`]; `None` where that could not be mapped to the terms).
+fn newest_counted(
+    tx: &Connection,
+    fts: &str,
+    join: &str,
+    cond: &str,
+    args: Vec<Sql>,
+    limit: usize,
+    terms: &[Term],
+) -> Result<Full, SearchError> {
+    let mut st = tx.prepare_cached(&format!(
+        "SELECT {fts}.rowid, {hits}({fts}) FROM {fts} {join}
+         WHERE {fts} MATCH ?1 AND {cond}
+         ORDER BY {fts}.rowid DESC LIMIT {limit}",
+        hits = fts_hits::NAME
+    ))?;
+    let rows = st
+        .query_map(params_from_iter(args), |r| {
+            let blob: Option<Vec<u8>> = r.get(1)?;
+            Ok((r.get(0)?, blob.and_then(|b| per_term(&b, terms))))
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
 }
 
 /// Partial matches are many (any of several words) and, under a narrow filter, few of them
@@ -354,71 +436,136 @@ pub fn least_terms(n: usize) -> usize {
 }
 
 /// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
-/// to [`DF_CAP`]; term frequencies and lengths from the candidates' own text. The first `whole`
-/// candidates have every term (FTS5 said so); the others some, and at least [`least_terms`] of
-/// them. Rows with more of the terms come first, then by BM25; among equals the newer
-/// (candidates arrive newest first, and the sort is stable). Each hit names the terms it has.
+/// to [`DF_CAP`]; the number of rows (the highest row id) and their average length in tokens
+/// (the index's totals); term frequencies and lengths as the index counted them ([`Counted`]), or, for rows
+/// it did not count, from their own text and the index's record of their length. Rows read
+/// with every term (the first `all_terms` read) have each, and the others at least
+/// [`least_terms`] of them. Rows with more of the terms come first, then by BM25; among equals
+/// the newer (candidates arrive newest first, and the sort is stable). Only the best `limit`
+/// are read back (for their snippet) when they were not read already. Each hit names the
+/// terms it has.
 fn bm25_rank(
     tx: &Connection,
     fts: &str,
+    l: Layer,
     terms: &[Term],
     dfs: &[f64],
-    hits: Vec<(Hit, String)>,
-    whole: usize,
+    ranked: Ranked,
     limit: usize,
 ) -> Result<Vec<Hit>, SearchError> {
-    if hits.is_empty() {
+    if ranked.counted.is_empty() && ranked.read.is_empty() {
         return Ok(Vec::new());
     }
+    // The number of rows: the highest row id, as the index's own count only grows (a
+    // contentless index does not count deletes, and a row indexed again counts twice). The
+    // average length from its totals, which count re-indexed rows with their tokens alike.
     let total: f64 = tx
         .query_row(&format!("SELECT MAX(rowid) FROM {fts}"), [], |r| {
             r.get::<_, Option<i64>>(0)
         })?
         .unwrap_or(1) as f64;
-    let mut weighted = Vec::with_capacity(terms.len());
-    for (t, &df) in terms.iter().zip(dfs) {
-        // A word's spellings are counted apart (a row with two of them twice): never more
-        // rows than there are.
-        let df = df.min(total);
-        let idf = ((total - df + 0.5) / (df + 0.5) + 1.0).ln();
-        weighted.push((t.regex(), idf, t));
-    }
-    // Length in bytes: BM25 only needs lengths relative to the average.
-    let avg = hits.iter().map(|h| h.1.len().max(1)).sum::<usize>() as f64 / hits.len() as f64;
-    let mut hits: Vec<(usize, Hit, String)> = hits
-        .into_iter()
-        .enumerate()
-        .map(|(i, (mut hit, text))| {
-            let norm = 1.2 * (0.25 + 0.75 * text.len().max(1) as f64 / avg);
-            let mut score = 0.0;
-            for (re, idf, term) in &weighted {
-                let count = re.as_ref().map_or(0, |re| term.count(re, &text));
-                // A row with every term has each, even where the expression cannot see it
-                // (folded accents, a CJK phrase across a line break).
-                let tf = if i < whole { count.max(1) } else { count };
-                if tf > 0 {
-                    score += idf * tf as f64 * 2.2 / (tf as f64 + norm);
-                    hit.terms.push(term.literal.clone());
-                }
-            }
-            hit.score = score;
-            (hit.terms.len(), hit, text)
+    let avg = fts_hits::totals(tx, fts)?.map_or(1.0, |t| t.1);
+    let idfs: Vec<f64> = dfs
+        .iter()
+        .map(|&df| {
+            // A word's spellings are counted apart (a row with two of them twice): never more
+            // rows than there are.
+            let df = df.min(total);
+            ((total - df + 0.5) / (df + 0.5) + 1.0).ln()
         })
         .collect();
+    let avg = avg.max(1.0);
+    let score = |tf: &[u32], tokens: u32| -> (f64, Vec<String>) {
+        let norm = 1.2 * (0.25 + 0.75 * f64::from(tokens.max(1)) / avg);
+        let mut score = 0.0;
+        let mut has = Vec::new();
+        for ((&tf, idf), term) in tf.iter().zip(&idfs).zip(terms) {
+            if tf > 0 {
+                let tf = f64::from(tf);
+                score += idf * tf * 2.2 / (tf + norm);
+                has.push(term.literal.clone());
+            }
+        }
+        (score, has)
+    };
+    let mut scored: Vec<Scored> = Vec::with_capacity(ranked.counted.len() + ranked.read.len());
+    for (row, n) in ranked.counted {
+        let (score, has) = score(&n.tf, n.tokens);
+        scored.push(Scored {
+            score,
+            has,
+            row: Row::Counted(row),
+        });
+    }
+    if !ranked.read.is_empty() {
+        let res: Vec<Option<regex::Regex>> = terms.iter().map(Term::regex).collect();
+        for (i, (hit, text)) in ranked.read.into_iter().enumerate() {
+            let tf: Vec<u32> = terms
+                .iter()
+                .zip(&res)
+                .map(|(term, re)| {
+                    let count = re.as_ref().map_or(0, |re| term.count(re, &text)) as u32;
+                    // A row with every term has each, even where the expression cannot see
+                    // it (folded accents, a CJK phrase across a line break).
+                    if i < ranked.all_terms {
+                        count.max(1)
+                    } else {
+                        count
+                    }
+                })
+                .collect();
+            let tokens = fts_hits::row_tokens(tx, fts, hit.row)?.unwrap_or(avg as u32);
+            let (score, has) = score(&tf, tokens);
+            scored.push(Scored {
+                score,
+                has,
+                row: Row::Read(Box::new(hit), text),
+            });
+        }
+    }
     // A row with too few of the words is not an answer to the question, it only shares a word
     // with it: a question about something the archive never held gets nothing.
     let least = least_terms(terms.len());
-    hits.retain(|(n, ..)| *n >= least);
-    hits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
-    hits.truncate(limit);
+    scored.retain(|s| s.has.len() >= least);
+    scored.sort_by(|a, b| {
+        b.has
+            .len()
+            .cmp(&a.has.len())
+            .then(b.score.total_cmp(&a.score))
+    });
     let marker = query::marker(terms);
-    Ok(hits
-        .into_iter()
-        .map(|(_, mut hit, text)| {
-            hit.snippet = query::snippet_marked(&text, marker.as_ref(), 200);
-            hit
-        })
-        .collect())
+    let mut hits = Vec::with_capacity(limit);
+    for s in scored {
+        if hits.len() == limit {
+            break;
+        }
+        let (mut hit, text) = match s.row {
+            Row::Read(hit, text) => (*hit, text),
+            // A row that is gone since (it cannot be, in this snapshot) is no hit.
+            Row::Counted(row) => match layer_rows(tx, &[row], &Filter::default(), l)?.pop() {
+                Some(read) => read,
+                None => continue,
+            },
+        };
+        hit.score = s.score;
+        hit.terms = s.has;
+        hit.snippet = query::snippet_marked(&text, marker.as_ref(), 200);
+        hits.push(hit);
+    }
+    Ok(hits)
+}
+
+/// A ranked candidate: its BM25 score, the terms it has, and the row.
+struct Scored {
+    score: f64,
+    has: Vec<String>,
+    row: Row,
+}
+
+/// A candidate row known by its id only (counted by the index) or read with its text.
+enum Row {
+    Counted(i64),
+    Read(Box<Hit>, String),
 }
 
 #[cfg(test)]
@@ -467,6 +614,120 @@ mod tests {
         ];
         let fused = fuse(vec![words, vec![hit(3, "vector", &[])]], 10, 0);
         assert_eq!(fused[0].row, 1);
+    }
+
+    /// An archive whose messages are `texts`, row `i + 1` each.
+    fn archive(dir: &std::path::Path, texts: &[&str]) -> Connection {
+        let conn = crate::store::open(dir).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, agent, session_id) VALUES (1, 'claude', 's1')",
+            [],
+        )
+        .unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            let id = i as i64 + 1;
+            conn.execute(
+                "INSERT INTO messages (id, session_pk, message_id, line, seq, role, kind,
+                   prompt_number, ts, text)
+                 VALUES (?1, 1, ?1, ?1, 0, 'assistant', 'text', 1, ?1, ?2)",
+                rusqlite::params![id, text],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
+                rusqlite::params![id, text],
+            )
+            .unwrap();
+        }
+        conn
+    }
+
+    #[test]
+    fn the_index_counts_each_term_with_its_spellings_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = archive(
+            dir.path(),
+            &["Emails failed; the email retry failed again", "nothing"],
+        );
+        let terms = query::parse_query("email failed");
+        assert!(!terms[0].forms.is_empty(), "a bare word has its forms");
+        let args = vec![Sql::Text(query::match_expr(&terms))];
+        let rows = newest_counted(&conn, "messages_fts", "", "1", args, 10, &terms).unwrap();
+        assert_eq!(rows.len(), 1);
+        let (row, counted) = &rows[0];
+        let counted = counted.as_ref().expect("mapped to the terms");
+        assert_eq!(*row, 1);
+        assert_eq!(counted.tokens, 7);
+        assert_eq!(counted.tf, vec![2, 2], "email and Emails; failed twice");
+        // A blob whose phrases are not the terms' is refused, so that the text is read.
+        let (_, phrases) = fts_hits::decode(&fts_hits_blob(7, &[1, 1])).unwrap();
+        assert_eq!(phrases.len(), 2);
+        assert!(per_term(&fts_hits_blob(7, &[1, 1]), &terms).is_none());
+        assert!(per_term(&[1, 2, 3], &terms).is_none());
+        // Nor are counts that miss a term of a full match, or a row of no length.
+        let phrases = terms.iter().map(|t| 1 + t.forms.len()).sum::<usize>();
+        let mut each = vec![1u32; phrases];
+        assert!(per_term(&fts_hits_blob(7, &each), &terms).is_some());
+        assert!(per_term(&fts_hits_blob(0, &each), &terms).is_none());
+        each[..=terms[0].forms.len()].fill(0);
+        assert!(per_term(&fts_hits_blob(7, &each), &terms).is_none());
+    }
+
+    fn fts_hits_blob(tokens: u32, phrases: &[u32]) -> Vec<u8> {
+        std::iter::once(tokens)
+            .chain(phrases.iter().copied())
+            .flat_map(u32::to_le_bytes)
+            .collect()
+    }
+
+    #[test]
+    fn rows_counted_by_the_index_score_as_rows_read_with_their_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts = [
+            "webhook signature",
+            "the webhook signature check failed: webhook secrets rotated",
+            "Webhook: signature mismatch again, and the signature header was empty",
+            "a long message about many things, among them a webhook and its signature, \
+             that goes on and on about the deploy and the cluster and the registry",
+            "no match here",
+        ];
+        let conn = archive(dir.path(), &texts);
+        let terms = query::parse_query("webhook signature");
+        let dfs = vec![4.0, 4.0];
+        let args = vec![Sql::Text(query::match_expr(&terms))];
+        let full = newest_counted(&conn, "messages_fts", "", "1", args, 10, &terms).unwrap();
+        assert_eq!(full.len(), 4);
+        let ids: Vec<i64> = full.iter().map(|f| f.0).collect();
+        let counted: Vec<(i64, Counted)> = full.into_iter().map(|(r, c)| (r, c.unwrap())).collect();
+        let by_index = Ranked {
+            counted,
+            read: Vec::new(),
+            all_terms: 0,
+        };
+        let read = layer_rows(&conn, &ids, &Filter::default(), Layer::Raw).unwrap();
+        let by_text = Ranked {
+            counted: Vec::new(),
+            all_terms: read.len(),
+            read,
+        };
+        let rank = |r| bm25_rank(&conn, "messages_fts", Layer::Raw, &terms, &dfs, r, 10).unwrap();
+        let (a, b) = (rank(by_index), rank(by_text));
+        let rows = |hits: &[Hit]| hits.iter().map(|h| h.row).collect::<Vec<_>>();
+        assert_eq!(rows(&a), rows(&b));
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                (x.score - y.score).abs() < 1e-9,
+                "{} {} {}",
+                x.row,
+                x.score,
+                y.score
+            );
+            assert_eq!((&x.terms, &x.snippet), (&y.terms, &y.snippet));
+        }
+        // The short row with both words first; the long one where they are diluted last.
+        assert_eq!(rows(&a).first(), Some(&1));
+        assert_eq!(rows(&a).last(), Some(&4));
+        assert!(a[0].snippet.contains("**webhook**"), "{}", a[0].snippet);
     }
 
     #[test]

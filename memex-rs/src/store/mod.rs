@@ -6,6 +6,7 @@
 
 pub mod forget;
 pub mod fts;
+pub mod fts_hits;
 pub mod ingest;
 pub mod lock;
 pub mod read;
@@ -105,8 +106,8 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
     data_dir.join("memex.db")
 }
 
-/// Opens a connection with the pragmas every connection needs and the `memex_unzstd` SQL
-/// function. Does not migrate.
+/// Opens a connection with the pragmas every connection needs, the `memex_unzstd` SQL function
+/// and the full-text function [`fts_hits::NAME`]. Does not migrate.
 pub fn connect(path: &Path) -> Result<Connection> {
     let open = |source| StoreError::Open {
         path: path.to_owned(),
@@ -131,6 +132,7 @@ pub fn connect(path: &Path) -> Result<Connection> {
         },
     )
     .map_err(open)?;
+    fts_hits::register(&conn).map_err(open)?;
     Ok(conn)
 }
 
@@ -325,7 +327,9 @@ pub fn unzstd_bytes(b: &[u8]) -> Vec<u8> {
 }
 
 fn unzstd_text(b: &[u8]) -> String {
-    String::from_utf8_lossy(&unzstd_bytes(b)).into_owned()
+    // Valid UTF-8 as stored: checked on the fast path, replaced only if it is not.
+    String::from_utf8(unzstd_bytes(b))
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;

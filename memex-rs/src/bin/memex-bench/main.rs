@@ -597,10 +597,11 @@ fn time_search(
     (hits, lat)
 }
 
-/// Times the fixed queries; first brings the champion lists up to date (as the service does
-/// once ingest settles) and says how long that took, unless `lists` is false (to time a search
-/// without the lists, on an archive that has none yet).
-fn bench_search(corpus: &Path, data: &Path, runs: usize, lists: bool) {
+/// Times the fixed queries, or only `query` when given (to profile one); first brings the
+/// champion lists up to date (as the service does once ingest settles) and says how long that
+/// took, unless `lists` is false (to time a search without the lists, on an archive that has
+/// none yet).
+fn bench_search(corpus: &Path, data: &Path, runs: usize, lists: bool, query: Option<String>) {
     let mut conn = store::connect(&store::db_path(data)).unwrap();
     let n: i64 = conn
         .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
@@ -619,6 +620,10 @@ fn bench_search(corpus: &Path, data: &Path, runs: usize, lists: bool) {
         .query_row("SELECT COUNT(*) FROM fts_champions", [], |r| r.get(0))
         .unwrap();
     println!("search over {n} messages ({have} champion lists), {runs} runs per query, limit 10");
+    if let Some(q) = query {
+        time_queries(&conn, &[q.as_str()], runs, None, "runs");
+        return;
+    }
     time_queries(&conn, QUERIES, runs, Some(corpus), "queries");
     time_queries(&conn, QUESTIONS, runs, None, "questions");
     time_queries(&conn, COMMON_WORDS, runs, None, "common words");
@@ -935,6 +940,7 @@ fn main() {
             &path("--data"),
             arg("--runs").map_or(50, |t| t.parse().expect("--runs N")),
             !args.iter().any(|a| a == "--no-lists"),
+            arg("--query"),
         ),
         Some("compact") => bench_compact(
             &path("--data"),
@@ -984,7 +990,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }
