@@ -428,6 +428,33 @@ fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
         (v["results"][0]["session_id"] == "v1").then_some(v)
     });
     assert_eq!(hit["results"][0]["match"], "vector");
+    // `memex search` asks the service that serves its archive, where the model is loaded: this
+    // process, without the service's settings, would find nothing by meaning (its stand-in's
+    // similarities are under the default floor) and say it ran a stand-in.
+    let cli = h.json(&[
+        "search",
+        "--json",
+        "--mode",
+        "vector",
+        "--limit",
+        "3",
+        "quixotic zeppelin calibration",
+    ]);
+    assert_eq!(cli["results"][0]["session_id"], "v1", "{cli}");
+    assert_eq!(cli["results"][0]["match"], "vector", "{cli}");
+    assert!(
+        !cli["notice"].as_str().unwrap_or("").contains("stand-in"),
+        "{cli}"
+    );
+    let text = h.memex(&[
+        "search",
+        "--mode",
+        "vector",
+        "quixotic zeppelin calibration",
+    ]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains(" v1 #1 "), "{text}");
 
     // Compaction writes layers; their vectors follow, one per row, also after a regenerate.
     let res = srv

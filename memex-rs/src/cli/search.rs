@@ -8,22 +8,22 @@ use anyhow::Result;
 use super::models::vectors_for_reading;
 use super::{Ctx, SearchArgs, check_agent, reader, user_error};
 use crate::search;
+use crate::store;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     check_agent(&AdapterRegistry::new(), &a.agent)?;
-    let params = search::SearchRequest {
-        query: a.query,
+    let request = search::SearchRequest {
+        query: a.query.clone(),
         limit: Some(a.limit as u64),
-        agent: a.agent,
-        project: a.project,
-        session: a.session,
-        since: a.since,
-        until: a.until,
-        level: Some(a.level),
-        mode: Some(a.mode),
-    }
-    .check(1000)
-    .map_err(|e| {
+        agent: a.agent.clone(),
+        project: a.project.clone(),
+        session: a.session.clone(),
+        since: a.since.clone(),
+        until: a.until.clone(),
+        level: Some(a.level.clone()),
+        mode: Some(a.mode.clone()),
+    };
+    let params = request.clone().check(1000).map_err(|e| {
         let hint = match e.name {
             "limit" => "for example --limit 20",
             "level" => "for example --level talks",
@@ -34,45 +34,110 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         user_error(format!("--{} {}", e.name, e.reason), hint)
     })?;
     let mode = params.mode;
+    // Meaning needs the model: the running service has it loaded, where this process would
+    // load it for one query. Words alone are as quick here.
+    let served = (mode != search::Mode::Fts)
+        .then(|| store::lock::serving_addr(&ctx.resolved.settings.data_dir()))
+        .flatten()
+        .and_then(|addr| ask_service(ctx, &addr, &request));
+    let res = match served {
+        Some(res) => res,
+        None => serde_json::to_value(search_here(ctx, &params)?)?,
+    };
+    print(&res, a.json)
+}
+
+/// The search in this process.
+fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::SearchResponse> {
     let conn = reader(ctx)?;
-    let (rt, vectors) = vectors_for_reading(ctx, &conn, mode != search::Mode::Fts)?;
-    let res = search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), &params)
-        .map_err(|e| match e {
-            search::SearchError::NoVectors(_) => user_error(
-                e.to_string(),
-                "`memex status` shows the vector layer; --mode fts searches without it",
-            ),
-            search::SearchError::TooManyTerms(_) => user_error(
-                e.to_string(),
-                "keep the words that matter; a \"quoted phrase\" counts as one",
-            ),
-            other => other.into(),
-        })?;
+    let (rt, vectors) = vectors_for_reading(ctx, &conn, params.mode != search::Mode::Fts)?;
+    search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), params).map_err(|e| match e
+    {
+        search::SearchError::NoVectors(_) => user_error(
+            e.to_string(),
+            "`memex status` shows the vector layer; --mode fts searches without it",
+        ),
+        search::SearchError::TooManyTerms(_) => user_error(
+            e.to_string(),
+            "keep the words that matter; a \"quoted phrase\" counts as one",
+        ),
+        other => other.into(),
+    })
+}
+
+/// The same search asked of the service that serves this data directory (`GET /api/search`),
+/// or `None` when it cannot answer it (not listening yet, gone, an older version): then it is
+/// searched here.
+fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde_json::Value> {
+    let limit = r.limit.unwrap_or(10).to_string();
+    let mut query: Vec<(&str, &str)> = vec![("q", &r.query), ("limit", &limit)];
+    for (name, value) in [
+        ("agent", &r.agent),
+        ("project", &r.project),
+        ("session", &r.session),
+        ("since", &r.since),
+        ("until", &r.until),
+        ("level", &r.level),
+        ("mode", &r.mode),
+    ] {
+        if let Some(v) = value {
+            query.push((name, v));
+        }
+    }
+    let answer = crate::client::get_json(
+        &crate::client::reachable(addr),
+        &ctx.resolved.settings.api,
+        "/api/search",
+        &query,
+        SERVICE_SEARCH_TIMEOUT,
+        SERVICE_CONNECT_TIMEOUT,
+    )
+    .ok()?;
+    // Only an answer of the shape this version prints.
+    (answer["mode"].is_string() && answer["results"].is_array()).then_some(answer)
+}
+
+/// How long a search waits for the service (a search takes tens of milliseconds; a service
+/// that is slower than searching here is not waited for long).
+const SERVICE_SEARCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const SERVICE_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Prints a search answer (the JSON of [`search::SearchResponse`], from here or the service):
+/// as it is with `json`, else one result per entry, and the notice on stderr.
+fn print(res: &serde_json::Value, json: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    if a.json {
-        writeln!(out, "{}", serde_json::to_string(&res)?)?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string(res)?)?;
         return Ok(());
     }
-    if let Some(n) = &res.notice {
+    if let Some(n) = res["notice"].as_str() {
         eprintln!("note: {n}");
     }
-    if res.results.is_empty() {
+    let results = res["results"].as_array().map_or(&[][..], Vec::as_slice);
+    if results.is_empty() {
         writeln!(out, "no matches")?;
     }
-    for h in &res.results {
+    let text = |h: &serde_json::Value, k: &str| h[k].as_str().unwrap_or("").to_owned();
+    for h in results {
         writeln!(
             out,
             "{} {} {} #{} {} {}\n    {}",
-            h.timestamp.as_deref().unwrap_or("-"),
-            h.agent,
-            &h.session_id,
-            h.prompt_number,
-            h.kind,
-            h.project.as_deref().unwrap_or(""),
-            h.snippet
+            h["timestamp"].as_str().unwrap_or("-"),
+            text(h, "agent"),
+            text(h, "session_id"),
+            h["prompt_number"].as_i64().unwrap_or(0),
+            text(h, "kind"),
+            text(h, "project"),
+            text(h, "snippet")
         )?;
-        if !h.terms.is_empty() {
-            writeln!(out, "    matched: {}", h.terms.join(", "))?;
+        let terms: Vec<&str> = h["terms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str())
+            .collect();
+        if !terms.is_empty() {
+            writeln!(out, "    matched: {}", terms.join(", "))?;
         }
     }
     Ok(())
