@@ -504,3 +504,88 @@ fn forget_and_scrub_go_through_a_running_service() {
     let (code, _) = s.get("/api/health");
     assert_eq!(code, 200);
 }
+
+/// A "service" on loopback that answers every request with `status` and `body`, and says how
+/// many requests it got and what the last one asked.
+fn fake_service(
+    status: &str,
+    body: &'static str,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (status, log) = (status.to_owned(), seen.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { break };
+            let mut buf = [0u8; 8192];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            log.lock()
+                .unwrap()
+                .push(head.lines().next().unwrap_or("").to_owned());
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn a_search_never_trusts_a_failing_service_and_says_so() {
+    let h = Home::with_fixtures();
+    assert!(h.memex(&["import"]).status.success());
+    let local = h.json(&["search", "--json", "--mode", "fts", "timezone"]);
+    assert!(!local["results"].as_array().unwrap().is_empty(), "{local}");
+
+    // The data directory's lock names a service that fails every request.
+    let (addr, seen) = fake_service(
+        "500 Internal Server Error",
+        r#"{"error":{"code":"internal","message":"boom"}}"#,
+    );
+    let mut lock = memex::store::lock::acquire(&h.data_dir(), "test").unwrap();
+    lock.describe(&format!("{}{addr}", memex::store::lock::SERVE_ON));
+    let out = h.memex(&["search", "--json", "timezone"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("asked the running service at {addr}")) && err.contains("boom"),
+        "{err}"
+    );
+    // It was asked once, with the query, and the answer came from the archive itself.
+    let asked = seen.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].starts_with("GET /api/search?q=timezone"),
+        "{asked:?}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["results"][0]["session_id"],
+        local["results"][0]["session_id"]
+    );
+    // Words alone never ask it.
+    assert!(
+        h.memex(&["search", "--mode", "fts", "timezone"])
+            .status
+            .success()
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+
+    // A service that answers what this version does not read is not believed either.
+    let (odd, _) = fake_service("200 OK", r#"{"results":"all of them"}"#);
+    lock.describe(&format!("{}{odd}", memex::store::lock::SERVE_ON));
+    let out = h.memex(&["search", "--json", "timezone"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not read"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["results"].is_array(), "{v}");
+    drop(lock);
+}

@@ -100,12 +100,13 @@ fn send(
         });
     }
     // Plain HTTP to the service, never through a proxy the environment names (it would see
-    // the token and every query); no TLS, so no root certificates to load (a tenth of a hook's
-    // or a search's time went to reading them).
+    // the token and every query) nor where a redirect points; no TLS, so no root certificates
+    // to load (a tenth of a hook's or a search's time went to reading them).
     let client = reqwest::blocking::Client::builder()
         .timeout(timeout)
         .connect_timeout(connect)
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .tls_built_in_root_certs(false)
         .build()
         .map_err(ClientError::Build)?;

@@ -65,9 +65,11 @@ fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::Searc
     })
 }
 
-/// The same search asked of the service that serves this data directory (`GET /api/search`),
-/// or `None` when it cannot answer it (not listening yet, gone, an older version): then it is
-/// searched here.
+/// The same search asked of the service that serves this data directory (`GET /api/search`;
+/// it answers with the settings it started with), or `None` when it cannot answer it: then it
+/// is searched here, quietly when the service is not listening or refuses the parameters
+/// (this process then says why), with a note on stderr otherwise (it failed, timed out, or
+/// answered what this version does not read).
 fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde_json::Value> {
     let limit = r.limit.unwrap_or(10).to_string();
     let mut query: Vec<(&str, &str)> = vec![("q", &r.query), ("limit", &limit)];
@@ -84,17 +86,38 @@ fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde
             query.push((name, v));
         }
     }
+    let addr = crate::client::reachable(addr);
     let answer = crate::client::get_json(
-        &crate::client::reachable(addr),
+        &addr,
         &ctx.resolved.settings.api,
         "/api/search",
         &query,
         SERVICE_SEARCH_TIMEOUT,
         SERVICE_CONNECT_TIMEOUT,
-    )
-    .ok()?;
-    // Only an answer of the shape this version prints.
-    (answer["mode"].is_string() && answer["results"].is_array()).then_some(answer)
+    );
+    use crate::client::ClientError;
+    match answer {
+        // Only an answer of the shape this version prints.
+        Ok(a) if a["mode"].is_string() && a["results"].is_array() => Some(a),
+        // Not listening (gone, or not yet), or a service without this endpoint, or parameters
+        // it refuses (searching here says what is wrong, with a hint): quietly here.
+        Err(ClientError::Unreachable { ref source, .. }) if source.is_connect() => None,
+        Err(ClientError::Refused { status, .. }) if matches!(status.as_u16(), 400 | 404) => None,
+        // Anything else the user should know of: it may be why the answer differs or is late.
+        other => {
+            let why = match other {
+                Ok(_) => "an answer this version does not read".to_owned(),
+                Err(e) => match std::error::Error::source(&e) {
+                    Some(cause) if !matches!(e, ClientError::Refused { .. }) => {
+                        format!("{e}: {cause}")
+                    }
+                    _ => e.to_string(),
+                },
+            };
+            eprintln!("note: asked the running service at {addr}: {why}; searching here instead");
+            None
+        }
+    }
 }
 
 /// How long a search waits for the service (a search takes tens of milliseconds; a service

@@ -540,8 +540,7 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
         .flatten()
 }
 
-/// A window of `text` around the first match of any term, matches wrapped in `**` (and the
-/// text's own `**` dropped).
+/// A window of `text` around the first match of any term, matches wrapped in `**`.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     snippet_marked(text, marker(terms).as_ref(), width)
 }
@@ -571,18 +570,15 @@ pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> St
     if start > 0 {
         out.push('…');
     }
-    // In a snippet `**` marks a match and nothing else: the text's own markdown bold (a
-    // model's `**Inspecting the test**`) is dropped, or the marks would nest in it.
-    let plain = |s: &str| s.replace("**", "");
     let mut at = 0;
     for m in re.into_iter().flat_map(|r| whole_words(r, window)) {
-        out.push_str(&plain(&window[at..m.start()]));
+        out.push_str(&window[at..m.start()]);
         out.push_str("**");
         out.push_str(m.as_str());
         out.push_str("**");
         at = m.end();
     }
-    out.push_str(&plain(&window[at..]));
+    out.push_str(&window[at..]);
     if end < text.len() {
         out.push('…');
     }
@@ -768,12 +764,5 @@ mod tests {
         assert!(s.contains("**token**"), "{s}");
         let s = snippet(t, &parse_query("认证"), 10);
         assert!(s.starts_with("**认证**"), "{s}");
-        // The text's own bold is not mistaken for marks, nor marks nested in it.
-        let s = snippet(
-            "**Inspecting the failing test** then **fix**",
-            &parse_query("failing"),
-            80,
-        );
-        assert_eq!(s, "Inspecting the **failing** test then fix");
     }
 }

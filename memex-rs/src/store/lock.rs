@@ -45,6 +45,9 @@ fn write_holder(file: &mut File, what: &str) -> std::io::Result<()> {
     file.flush()
 }
 
+/// How often [`acquire`] tries again, 20 ms apart, while the lock is held (by a look).
+const LOOK_RETRIES: u32 = 5;
+
 /// Takes the data directory's lock, recording `what` (e.g. `memex serve`) and this PID in it.
 pub fn acquire(data_dir: &Path, what: &str) -> Result<DataLock, LockError> {
     let path = lock_path(data_dir);
@@ -61,15 +64,24 @@ pub fn acquire(data_dir: &Path, what: &str) -> Result<DataLock, LockError> {
         .mode(0o600)
         .open(&path)
         .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            return Err(LockError::Held {
-                dir: data_dir.to_owned(),
-                holder: describe(&mut file),
-            });
+    // A reader that only looks ([`holder`], e.g. `memex search` finding the service) holds a
+    // shared lock for an instant: try again for a little while before saying it is held.
+    let mut tries = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) if tries < LOOK_RETRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(LockError::Held {
+                    dir: data_dir.to_owned(),
+                    holder: describe(&mut file),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
         }
-        Err(TryLockError::Error(e)) => return Err(io(e)),
     }
     write_holder(&mut file, what).map_err(io)?;
     Ok(DataLock { file })
