@@ -12,16 +12,17 @@ use crate::store;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     check_agent(&AdapterRegistry::new(), &a.agent)?;
+    let json = a.json;
     let request = search::SearchRequest {
-        query: a.query.clone(),
+        query: a.query,
         limit: Some(a.limit as u64),
-        agent: a.agent.clone(),
-        project: a.project.clone(),
-        session: a.session.clone(),
-        since: a.since.clone(),
-        until: a.until.clone(),
-        level: Some(a.level.clone()),
-        mode: Some(a.mode.clone()),
+        agent: a.agent,
+        project: a.project,
+        session: a.session,
+        since: a.since,
+        until: a.until,
+        level: Some(a.level),
+        mode: Some(a.mode),
     };
     let params = request.clone().check(1000).map_err(|e| {
         let hint = match e.name {
@@ -44,7 +45,7 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         Some(res) => res,
         None => serde_json::to_value(search_here(ctx, &params)?)?,
     };
-    print(&res, a.json)
+    print(&res, json)
 }
 
 /// The search in this process.

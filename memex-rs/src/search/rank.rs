@@ -106,15 +106,13 @@ fn search_layer(
     let mut known = doc_freqs(&tx, fts, terms)?;
     let (full, partial, more) = to_rank(&tx, fts, &join, &cond, args, p, terms, limit, &mut known)?;
     // Rows whose counts the index gave need no text to be ranked; the others are read now.
-    let (counted, whole): (Vec<(i64, Counted)>, Vec<i64>) =
-        full.into_iter()
-            .fold((Vec::new(), Vec::new()), |(mut c, mut w), (row, n)| {
-                match n {
-                    Some(n) => c.push((row, n)),
-                    None => w.push(row),
-                }
-                (c, w)
-            });
+    let (mut counted, mut whole) = (Vec::new(), Vec::new());
+    for (row, n) in full {
+        match n {
+            Some(n) => counted.push((row, n)),
+            None => whole.push(row),
+        }
+    }
     // The candidates already passed the filter; the champions did not.
     let mut read = layer_rows(&tx, &whole, &Filter::default(), l)?;
     let all_terms = read.len();
@@ -203,15 +201,16 @@ fn to_rank(
                 }
             }
         }
-        let ids: Vec<i64> = full.iter().map(|f| f.0).collect();
-        let more = champions(best, &ids, &[]);
+        let more = champions(best, full.iter().map(|f| f.0));
         return Ok((full, Vec::new(), more));
     }
     let (full, partial) = candidates(tx, fts, join, cond, args, terms, &known.dfs, limit)?;
     // With several words, a full window outranks any row with one of them.
     let more = if terms.len() == 1 && full.len() >= CANDIDATES {
-        let ids: Vec<i64> = full.iter().map(|f| f.0).collect();
-        champions(best, &ids, &partial)
+        champions(
+            best,
+            full.iter().map(|f| f.0).chain(partial.iter().copied()),
+        )
     } else {
         Vec::new()
     };
@@ -296,9 +295,9 @@ fn tokens(t: &Term) -> Vec<String> {
 /// The champions of a word's spellings, best first, without the rows already there. Each
 /// spelling's list whole: FTS5 scores a spelling by its own rarity, so a rare spelling's rows
 /// would crowd out the word's own best ones if the lists were cut together.
-fn champions(mut best: Vec<(i64, f32)>, full: &[i64], partial: &[i64]) -> Vec<i64> {
+fn champions(mut best: Vec<(i64, f32)>, there: impl Iterator<Item = i64>) -> Vec<i64> {
     best.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut seen: std::collections::HashSet<i64> = full.iter().chain(partial).copied().collect();
+    let mut seen: std::collections::HashSet<i64> = there.collect();
     best.into_iter()
         .map(|(row, _)| row)
         .filter(|row| seen.insert(*row))
@@ -377,12 +376,8 @@ fn newest_counted(
     limit: usize,
     terms: &[Term],
 ) -> Result<Full, SearchError> {
-    let mut st = tx.prepare_cached(&format!(
-        "SELECT {fts}.rowid, {hits}({fts}) FROM {fts} {join}
-         WHERE {fts} MATCH ?1 AND {cond}
-         ORDER BY {fts}.rowid DESC LIMIT {limit}",
-        hits = fts_hits::NAME
-    ))?;
+    let counts = format!("{}({fts})", fts_hits::NAME);
+    let mut st = tx.prepare_cached(&newest_sql(fts, join, cond, limit, &counts))?;
     let rows = st
         .query_map(params_from_iter(args), |r| {
             let blob: Option<Vec<u8>> = r.get(1)?;
@@ -409,11 +404,7 @@ fn newest_matches(
     scan: Option<usize>,
 ) -> Result<Vec<i64>, SearchError> {
     let sql = match scan.filter(|_| cond != "1") {
-        None => format!(
-            "SELECT {fts}.rowid FROM {fts} {join}
-             WHERE {fts} MATCH ?1 AND {cond}
-             ORDER BY {fts}.rowid DESC LIMIT {limit}"
-        ),
+        None => newest_sql(fts, join, cond, limit, "NULL"),
         Some(scan) => format!(
             "SELECT {fts}.rowid FROM
                (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 ORDER BY rowid DESC LIMIT {scan})
@@ -428,6 +419,15 @@ fn newest_matches(
     Ok(ids)
 }
 
+/// The newest `limit` matches of `?1` in `fts` that pass `cond`: their row id and `column`.
+fn newest_sql(fts: &str, join: &str, cond: &str, limit: usize, column: &str) -> String {
+    format!(
+        "SELECT {fts}.rowid, {column} FROM {fts} {join}
+         WHERE {fts} MATCH ?1 AND {cond}
+         ORDER BY {fts}.rowid DESC LIMIT {limit}"
+    )
+}
+
 /// The fewest of a query's `n` terms a row must have to be a result: half of them, rounded
 /// down, at least one (one of two or three, two of four or five). Rounded down because an
 /// unquoted CJK word counts as its bigrams: 认证成功 is three of them for two words.
@@ -437,10 +437,10 @@ pub fn least_terms(n: usize) -> usize {
 
 /// Ranks candidates with BM25 (k1 = 1.2, b = 0.75): document frequencies from `fts`, counted up
 /// to [`DF_CAP`]; the number of rows (the highest row id) and their average length in tokens
-/// (the index's totals); term frequencies and lengths as the index counted them ([`Counted`]), or, for rows
-/// it did not count, from their own text and the index's record of their length. Rows read
-/// with every term (the first `all_terms` read) have each, and the others at least
-/// [`least_terms`] of them. Rows with more of the terms come first, then by BM25; among equals
+/// (the index's totals); term frequencies and lengths as the index counted them
+/// ([`Counted`]), or, for rows it did not count, from their own text and the index's record of
+/// their length. Rows read with every term (the first `all_terms` read) have each, and the
+/// others at least [`least_terms`] of them. Rows with more of the terms come first, then by BM25; among equals
 /// the newer (candidates arrive newest first, and the sort is stable). Only the best `limit`
 /// are read back (for their snippet) when they were not read already. Each hit names the
 /// terms it has.
@@ -464,7 +464,7 @@ fn bm25_rank(
             r.get::<_, Option<i64>>(0)
         })?
         .unwrap_or(1) as f64;
-    let avg = fts_hits::totals(tx, fts)?.map_or(1.0, |t| t.1);
+    let avg = fts_hits::totals(tx, fts)?.map_or(1.0, |t| t.1.max(1.0));
     let idfs: Vec<f64> = dfs
         .iter()
         .map(|&df| {
@@ -474,7 +474,6 @@ fn bm25_rank(
             ((total - df + 0.5) / (df + 0.5) + 1.0).ln()
         })
         .collect();
-    let avg = avg.max(1.0);
     let score = |tf: &[u32], tokens: u32| -> (f64, Vec<String>) {
         let norm = 1.2 * (0.25 + 0.75 * f64::from(tokens.max(1)) / avg);
         let mut score = 0.0;

@@ -11,7 +11,7 @@
 use std::os::raw::{c_int, c_void};
 use std::ptr;
 
-use rusqlite::{Connection, ffi};
+use rusqlite::{Connection, OptionalExtension, ffi};
 
 /// The SQL name of the function.
 pub const NAME: &str = "memex_hits";
@@ -188,10 +188,7 @@ pub fn totals(conn: &Connection, fts: &str) -> rusqlite::Result<Option<(u64, f64
     let block: Option<Vec<u8>> = conn
         .prepare_cached(&format!("SELECT block FROM {fts}_data WHERE id = 1"))?
         .query_row([], |r| r.get(0))
-        .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(e),
-        })?;
+        .optional()?;
     let Some(block) = block else {
         return Ok(None);
     };
@@ -208,10 +205,7 @@ pub fn row_tokens(conn: &Connection, fts: &str, id: i64) -> rusqlite::Result<Opt
     let sz: Option<Vec<u8>> = conn
         .prepare_cached(&format!("SELECT sz FROM {fts}_docsize WHERE id = ?1"))?
         .query_row([id], |r| r.get(0))
-        .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(e),
-        })?;
+        .optional()?;
     Ok(sz
         .and_then(|b| varint(&b))
         .map(|(n, _)| n.min(u64::from(u32::MAX)) as u32))
