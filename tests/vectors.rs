@@ -20,10 +20,44 @@ fn unit_vectors(v: &[Vec<f32>]) -> bool {
         .all(|x| x.len() == 384 && (dot(x, x) - 1.0).abs() < 1e-4)
 }
 
+/// The vectors of an independent float64 implementation (scripts/minilm-reference.py).
+#[test]
+fn the_model_computes_what_the_reference_implementation_does() {
+    let reference: Value =
+        serde_json::from_str(include_str!("data/minilm-reference.json")).unwrap();
+    let reference = reference.as_array().unwrap();
+    let texts: Vec<String> = reference
+        .iter()
+        .map(|r| r["text"].as_str().unwrap().to_owned())
+        .collect();
+    let want: Vec<Vec<f32>> = reference
+        .iter()
+        .map(|r| {
+            let v = r["vector"].as_array().unwrap();
+            v.iter().map(|x| x.as_f64().unwrap() as f32).collect()
+        })
+        .collect();
+    let files = memex::embed::model::verify(&memex::embed::model::MINILM, &model_dir()).unwrap();
+    // f32 agrees to rounding; int8 (on CPUs with AVX-512 VNNI, else f32 again) to within what
+    // 8-bit steps allow. Batched, so padding is in play for all but the longest text.
+    for (int8, floor) in [(false, 0.99999), (true, 0.99)] {
+        let m = memex::embed::minilm::MiniLm::load(&files, 2, int8).unwrap();
+        let got = m.embed(&texts).unwrap();
+        assert!(unit_vectors(&got));
+        for ((text, g), w) in texts.iter().zip(&got).zip(&want) {
+            let cos = dot(g, w);
+            assert!(
+                cos >= floor,
+                "int8 {int8}: cosine {cos:.6} with the reference for {text:.40}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     let files = memex::embed::model::verify(&memex::embed::model::MINILM, &model_dir()).unwrap();
-    let m = memex::embed::minilm::MiniLm::load(&files, 1).unwrap();
+    let m = memex::embed::minilm::MiniLm::load(&files, 1, true).unwrap();
     assert_eq!((m.id(), m.dimension()), ("all-MiniLM-L6-v2", 384));
     let texts: Vec<String> = [
         "where did we fix the flaky timezone test",

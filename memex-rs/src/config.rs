@@ -104,6 +104,9 @@ pub struct VectorSettings {
     pub model_dir: String,
     /// Threads the local model computes with (0 = one per core).
     pub threads: usize,
+    /// How the local model multiplies: `int8` (its linear layers in 8-bit integers, on CPUs
+    /// with AVX-512 VNNI; f32 elsewhere) or `f32`.
+    pub precision: String,
     /// Rows embedded per batch by the indexer.
     pub batch: usize,
     /// Pieces a long text is cut into, at most (the rest is found by full-text search).
@@ -130,6 +133,7 @@ impl Default for VectorSettings {
             model: LOCAL_MODELS[0].0.into(),
             model_dir: String::new(),
             threads: 1,
+            precision: "int8".into(),
             batch: 256,
             max_chunks: 4,
             ann_min_rows: 20_000,
@@ -164,6 +168,7 @@ pub const VECTOR_PROVIDERS: &[&str] =
     &["local", "hashing", "ollama", "openai", "openrouter", "off"];
 /// What `[vector] raw` accepts.
 pub const VECTOR_RAW: &[&str] = &["prompts+answers", "all", "off"];
+pub const VECTOR_PRECISIONS: &[&str] = &["int8", "f32"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -765,6 +770,7 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     for (key, val, accepted) in [
         ("vector.provider", &v.provider, VECTOR_PROVIDERS),
         ("vector.raw", &v.raw, VECTOR_RAW),
+        ("vector.precision", &v.precision, VECTOR_PRECISIONS),
         (
             "inject.project_scope",
             &s.inject.project_scope,

@@ -11,7 +11,9 @@
 //! Embedding is CPU work: callers run it on a blocking thread, never on the async executor.
 
 pub mod e5;
+mod encoder;
 pub mod hashing;
+mod int8;
 pub mod minilm;
 pub mod model;
 
@@ -84,7 +86,11 @@ pub fn from_settings(
                     if spec.name == model::E5.name {
                         Ok(Arc::new(e5::E5::load(&files, v.threads)?))
                     } else {
-                        Ok(Arc::new(minilm::MiniLm::load(&files, v.threads)?))
+                        Ok(Arc::new(minilm::MiniLm::load(
+                            &files,
+                            v.threads,
+                            v.precision == "int8",
+                        )?))
                     }
                 });
             match loaded {

@@ -13,7 +13,8 @@ use memex::store;
 use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence, time_search};
 
 /// The local model `MEMEX_VECTOR_MODEL` names (default all-MiniLM-L6-v2), from
-/// `MEMEX_MODEL_DIR` or the test cache, computing with `threads`.
+/// `MEMEX_MODEL_DIR` or the test cache, computing with `threads` at `MEMEX_VECTOR_PRECISION`
+/// (default int8).
 fn local_model(threads: usize) -> Arc<dyn Embedder> {
     let name = std::env::var("MEMEX_VECTOR_MODEL").unwrap_or_else(|_| model::MODEL_NAME.into());
     let spec = model::spec(&name).unwrap_or_else(|| panic!("unknown model {name}"));
@@ -30,7 +31,8 @@ fn local_model(threads: usize) -> Arc<dyn Embedder> {
     if spec.name == model::E5.name {
         Arc::new(E5::load(&files, threads).unwrap())
     } else {
-        Arc::new(MiniLm::load(&files, threads).unwrap())
+        let int8 = std::env::var("MEMEX_VECTOR_PRECISION").map_or(true, |p| p == "int8");
+        Arc::new(MiniLm::load(&files, threads, int8).unwrap())
     }
 }
 
