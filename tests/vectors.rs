@@ -99,7 +99,7 @@ fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
 fn the_multilingual_model_finds_chinese_and_japanese_by_meaning() {
     use memex::embed::model::{E5, verify};
     let files = verify(&E5, &e5_model_dir()).unwrap();
-    let m = memex::embed::e5::E5::load(&files, 1).unwrap();
+    let m = memex::embed::e5::E5::load(&files, 1, true).unwrap();
     assert_eq!((m.id(), m.dimension()), ("multilingual-e5-small", 384));
     let passages: Vec<String> = [
         "登录页的验证码五分钟就过期了，用户经常提交失败。把过期时间改成十分钟，并且过期后自动刷新。",
@@ -632,4 +632,32 @@ fn an_ollama_embedding_model_can_make_the_vectors() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// 8-bit products change the multilingual model's vectors by rounding only (its f32 path gave
+/// the vectors of the candle implementation it replaced, to 1e-6).
+#[test]
+fn the_multilingual_model_in_int8_agrees_with_f32() {
+    use memex::embed::model::{E5, verify};
+    let files = verify(&E5, &e5_model_dir()).unwrap();
+    let mut texts: Vec<String> = [
+        "登录页的验证码五分钟就过期了，用户经常提交失败。",
+        "E2Eテストがたまに失敗します。",
+        "where did we fix the flaky timezone test",
+        "x",
+    ]
+    .map(String::from)
+    .to_vec();
+    texts.push("部署失败是因为迁移锁住了订单表，回滚以后重新执行。".repeat(40));
+    let vectors = |int8: bool| {
+        let m = memex::embed::e5::E5::load(&files, 2, int8).unwrap();
+        let mut v = m.embed(&texts).unwrap();
+        v.extend(m.embed_queries(&texts).unwrap());
+        v
+    };
+    let (exact, fast) = (vectors(false), vectors(true));
+    assert!(unit_vectors(&exact) && unit_vectors(&fast));
+    for (i, (a, b)) in exact.iter().zip(&fast).enumerate() {
+        assert!(dot(a, b) > 0.998, "text {i}: cosine {}", dot(a, b));
+    }
 }

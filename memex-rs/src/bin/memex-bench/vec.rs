@@ -28,10 +28,10 @@ fn local_model(threads: usize) -> Arc<dyn Embedder> {
     let dir = model::locate(spec, &v, Path::new("."));
     let files = model::verify(spec, &dir)
         .unwrap_or_else(|e| panic!("the model is needed ({e}); set MEMEX_MODEL_DIR"));
+    let int8 = std::env::var("MEMEX_VECTOR_PRECISION").map_or(true, |p| p == "int8");
     if spec.name == model::E5.name {
-        Arc::new(E5::load(&files, threads).unwrap())
+        Arc::new(E5::load(&files, threads, int8).unwrap())
     } else {
-        let int8 = std::env::var("MEMEX_VECTOR_PRECISION").map_or(true, |p| p == "int8");
         Arc::new(MiniLm::load(&files, threads, int8).unwrap())
     }
 }
