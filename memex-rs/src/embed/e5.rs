@@ -223,10 +223,12 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         || heads == 0
         || !hidden.is_multiple_of(heads)
         || qk != BLOCK
+        || ff == 0
         || !ff.is_multiple_of(BLOCK)
+        || !(eps.is_finite() && eps > 0.0)
     {
         return Err(bad(format!(
-            "hidden {hidden}, heads {heads}, feed-forward {ff}, block {qk}"
+            "hidden {hidden}, heads {heads}, feed-forward {ff}, block {qk}, epsilon {eps}"
         )));
     }
     let n = c.count("piece count", 1 << 20)?;

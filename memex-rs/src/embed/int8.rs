@@ -7,7 +7,7 @@
 //! pairs per 32-bit lane and adds them to an i32 in one instruction: four times the products
 //! of an f32 FMA on the same register. The byte that stands for 0 (the row's zero point z) is
 //! taken back with each output's weight sum: Σ (q − z)·w = Σ q·w − z·Σ w. Sums stay exact: a
-//! 32-bit lane holds far more than 255 · 127 per input times the inputs a layer has.
+//! 32-bit lane holds 255 · 127 per input for up to [`MAX_INPUTS`] inputs.
 //!
 //! Only x86-64 CPUs with AVX-512 VNNI take this path ([`available`]); elsewhere the layers stay
 //! in f32 (`super::encoder`). [`Packed::matmul_portable`] does the same integer arithmetic in
@@ -17,6 +17,8 @@
 const NR: usize = 32;
 /// Input rows per tile: 2 × 8 accumulators, of the 32 vector registers.
 const MR: usize = 8;
+/// Inputs a layer may have: the i32 sums hold 255 × 127 per input for this many (and more).
+pub(crate) const MAX_INPUTS: usize = 65_536;
 
 /// Whether this CPU has the instructions of the fast path (checked once).
 pub(crate) fn available() -> bool {
@@ -63,6 +65,7 @@ fn scale_of(xs: &[f32]) -> (f32, f32) {
 impl Packed {
     /// `w`: `n` rows of `k` (an output's weights per row, as the checkpoints store them).
     pub(crate) fn new(w: &[f32], bias: &[f32], n: usize, k: usize) -> Packed {
+        assert!(n > 0 && (1..=MAX_INPUTS).contains(&k), "a {n}×{k} layer");
         assert_eq!(w.len(), n * k, "weights of a {n}×{k} layer");
         assert_eq!(bias.len(), n, "bias of a layer with {n} outputs");
         let kp = k.div_ceil(4) * 4;
@@ -117,10 +120,11 @@ impl Packed {
         let _ = (q, rows);
     }
 
-    /// The same arithmetic in plain Rust: what the fast path must produce.
+    /// The same arithmetic in plain Rust (the scalar quantizer too): what the fast path must
+    /// produce.
     #[cfg(test)]
     pub(crate) fn matmul_portable(&self, x: &[f32], out: &mut [f32]) {
-        let (q, rows) = self.quantize(x, out);
+        let (q, rows) = self.quantize_with(x, out, quantize_row_any);
         let panel = self.kp * NR;
         for (r, out) in out.chunks_exact_mut(self.n).enumerate() {
             let row = &q[r * self.kp..][..self.kp];
@@ -138,6 +142,15 @@ impl Packed {
 
     /// The rows of `x` as bytes, padded to whole tiles (of zeros), with each row's step.
     fn quantize(&self, x: &[f32], out: &[f32]) -> (Vec<u8>, Vec<Step>) {
+        self.quantize_with(x, out, quantize_row)
+    }
+
+    fn quantize_with(
+        &self,
+        x: &[f32],
+        out: &[f32],
+        quantize_row: fn(&[f32], &mut [u8]) -> Step,
+    ) -> (Vec<u8>, Vec<Step>) {
         assert_eq!(x.len() % self.k, 0, "rows of {} inputs", self.k);
         let m = x.len() / self.k;
         assert_eq!(out.len(), m * self.n, "{m} rows of {} outputs", self.n);
@@ -429,7 +442,14 @@ mod tests {
             eprintln!("this CPU has no AVX-512 VNNI: the fast path is not used here");
             return;
         }
-        for (n, k, m) in [(384, 384, 19), (1536, 384, 8), (384, 1536, 3), (40, 6, 1)] {
+        for (n, k, m) in [
+            (384, 384, 19),
+            (1536, 384, 8),
+            (384, 1536, 3),
+            (40, 6, 1),
+            (37, 22, 9),
+            (33, 100, 17),
+        ] {
             let p = Packed::new(&values(n * k, 4), &values(n, 5), n, k);
             let x = values(m * k, 6);
             let (mut fast, mut slow) = (vec![f32::NAN; m * n], vec![0f32; m * n]);
@@ -437,5 +457,59 @@ mod tests {
             p.matmul_portable(&x, &mut slow);
             assert_eq!(fast, slow, "{n}×{k} by {m} rows");
         }
+    }
+
+    #[test]
+    fn the_fast_quantizer_writes_the_bytes_of_the_scalar_one() {
+        if !available() {
+            eprintln!("this CPU has no AVX-512 VNNI: the fast path is not used here");
+            return;
+        }
+        let odd = [f32::NAN, 0.0, -0.0, -3.5, 7.25, 1e-30];
+        for len in 0..=70 {
+            let base = values(len, len as u64);
+            let mut rows = vec![
+                base.clone(),
+                base.iter().map(|v| -v.abs() - 0.1).collect::<Vec<f32>>(),
+                vec![0.0; len],
+            ];
+            if len > 0 {
+                let mut with = base.clone();
+                with[len / 2] = odd[len % odd.len()];
+                rows.push(with);
+                let mut inf = base.clone();
+                inf[len - 1] = f32::INFINITY;
+                rows.push(inf);
+            }
+            for row in rows {
+                let padded = len.div_ceil(4) * 4 + 4;
+                let (mut a, mut b) = (vec![7u8; padded], vec![9u8; padded]);
+                // SAFETY: this CPU has AVX-512 F and BW (checked above).
+                let fast = unsafe { vnni::quantize_row(&row, &mut a) };
+                let slow = quantize_row_any(&row, &mut b);
+                assert_eq!(a, b, "bytes of {row:?}");
+                assert_eq!((fast.scale, fast.zero), (slow.scale, slow.zero));
+            }
+        }
+    }
+
+    #[test]
+    fn each_input_is_within_half_a_step_of_its_byte() {
+        let row = values(300, 11);
+        let mut q = vec![0u8; 300];
+        let s = quantize_row_any(&row, &mut q);
+        assert!(s.scale > 0.0 && (0..=255).contains(&s.zero));
+        for (v, &b) in row.iter().zip(&q) {
+            let back = s.scale * (f32::from(b) - s.zero as f32);
+            assert!(
+                (back - v).abs() <= s.scale * 0.5001,
+                "{v} came back as {back}"
+            );
+        }
+        // 0 is exact, and the row's ends land on the ends of the byte range.
+        let lo = row.iter().cloned().fold(0f32, f32::min);
+        let hi = row.iter().cloned().fold(0f32, f32::max);
+        let at = |x: f32| q[row.iter().position(|&v| v == x).unwrap()];
+        assert_eq!((at(lo), at(hi)), (0, 255));
     }
 }

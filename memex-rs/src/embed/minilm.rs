@@ -48,8 +48,17 @@ impl Config {
                 self.hidden_size, self.num_attention_heads
             ));
         }
-        if self.max_position_embeddings < MAX_TOKENS || self.num_hidden_layers > 64 {
-            return Err("max_position_embeddings or num_hidden_layers out of range".into());
+        if self.max_position_embeddings < MAX_TOKENS
+            || self.num_hidden_layers > 64
+            || !(1..=16_384).contains(&self.intermediate_size)
+            || self.vocab_size == 0
+            || !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0)
+        {
+            return Err(
+                "max_position_embeddings, num_hidden_layers, intermediate_size, vocab_size or \
+                 layer_norm_eps out of range"
+                    .into(),
+            );
         }
         Ok(())
     }

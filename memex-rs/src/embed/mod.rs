@@ -23,6 +23,12 @@ use std::sync::Arc;
 use crate::config::{CompactSettings, VectorSettings};
 use crate::llm::EmbeddingProvider;
 
+/// Whether the local models' linear layers multiply in 8-bit integers on this CPU (AVX-512
+/// VNNI) when `[vector] precision = "int8"`; elsewhere they run in f32.
+pub fn fast_int8() -> bool {
+    int8::available()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     #[error("the embedding model failed: {0}")]
