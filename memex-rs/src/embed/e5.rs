@@ -84,13 +84,6 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-        .collect()
-}
-
 /// Unpacks Q4_0 blocks into `out` (32 weights a block).
 fn unpack_q4(blocks: &[u8], out: &mut Vec<f32>) {
     for b in blocks.chunks_exact(BLOCK_BYTES) {
@@ -251,7 +244,7 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
         .collect();
-    let scores = f32s(c.take(n * 4)?);
+    let scores = super::f32s(c.take(n * 4)?);
     let blob = c.take(blob_len)?;
     let mut pieces = HashMap::with_capacity(n);
     let mut longest = 1;
@@ -417,7 +410,7 @@ impl E5 {
     }
 
     fn vector(&self, name: &str) -> Vec<f32> {
-        f32s(self.bytes(name))
+        super::f32s(self.bytes(name))
     }
 
     /// A matrix of `rows` × `cols` and its bias, unpacked.

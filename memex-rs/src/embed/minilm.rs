@@ -210,10 +210,7 @@ impl<'a> Tensors<'a> {
     fn floats(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, String> {
         let at = self.offset(name, shape)?;
         let len = shape.iter().product::<usize>() * 4;
-        Ok(self.map[at..at + len]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+        Ok(super::f32s(&self.map[at..at + len]))
     }
 }
 

@@ -23,6 +23,14 @@ use std::sync::Arc;
 use crate::config::{CompactSettings, VectorSettings};
 use crate::llm::EmbeddingProvider;
 
+/// Little-endian f32s, as both models' files store them.
+pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
 /// Whether the local models' linear layers multiply in 8-bit integers on this CPU (AVX-512
 /// VNNI) when `[vector] precision = "int8"`; elsewhere they run in f32.
 pub fn fast_int8() -> bool {
