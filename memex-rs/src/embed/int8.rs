@@ -9,14 +9,22 @@
 //! taken back with each output's weight sum: Σ (q − z)·w = Σ q·w − z·Σ w. Sums stay exact: a
 //! 32-bit lane holds 255 · 127 per input for up to [`MAX_INPUTS`] inputs.
 //!
+//! Where the CPU has AMX (Intel's tile unit, Sapphire Rapids on) and Linux lets the process
+//! use it, the same sums come from `tdpbusd`: one instruction multiplies a 16 × 64 tile of input
+//! bytes by a 64 × 16 tile of weights, 16,384 products, about eight times the rate of
+//! `vpdpbusd` here. Both kernels compute the same exact i32 sums and share one epilogue, so
+//! they give the same floats.
+//!
 //! Only x86-64 CPUs with AVX-512 VNNI take this path ([`available`]); elsewhere the layers stay
 //! in f32 (`super::encoder`). [`Packed::matmul_portable`] does the same integer arithmetic in
-//! plain Rust; the tests hold the fast path to it.
+//! plain Rust; the tests hold both fast kernels to it.
 
 /// Outputs per panel: two registers of 16 lanes.
 const NR: usize = 32;
 /// Input rows per tile: 2 × 8 accumulators, of the 32 vector registers.
 const MR: usize = 8;
+/// Inputs per AMX tile row (16 groups of four); a layer's inputs are padded to whole chunks.
+const K_CHUNK: usize = 64;
 /// Inputs a layer may have: the i32 sums hold 255 × 127 per input for this many (and more).
 pub(crate) const MAX_INPUTS: usize = 65_536;
 
@@ -37,12 +45,45 @@ pub(crate) fn available() -> bool {
     })
 }
 
+/// The kernels that compute the integer sums.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Kernel {
+    /// AMX tiles (with AVX-512 for quantizing and the epilogue).
+    Amx,
+    /// AVX-512 VNNI.
+    Vnni,
+}
+
+impl Kernel {
+    /// Input rows the kernel takes at a time (the quantized rows are padded to a multiple).
+    fn rows(self) -> usize {
+        match self {
+            Kernel::Amx => amx::ROWS,
+            Kernel::Vnni => MR,
+        }
+    }
+}
+
+/// Rows from which AMX is used (below, VNNI is faster: AMX's blocks are 32 rows).
+const AMX_FROM_ROWS: usize = 16;
+
+/// The fastest kernel this CPU and system allow, if any (decided once).
+pub(crate) fn kernel() -> Option<Kernel> {
+    if !available() {
+        None
+    } else if amx::available() {
+        Some(Kernel::Amx)
+    } else {
+        Some(Kernel::Vnni)
+    }
+}
+
 /// A linear layer `y = x·wᵀ + b` with `n` outputs and `k` inputs, quantized and laid out for
 /// the kernel.
 pub(crate) struct Packed {
     n: usize,
     k: usize,
-    /// `k` rounded up to whole groups of four inputs (a 32-bit lane).
+    /// `k` rounded up to whole chunks of [`K_CHUNK`] inputs (the padding weighs 0).
     kp: usize,
     /// Panels of `NR` outputs; in a panel, for each group of four inputs, `NR` × 4 bytes.
     data: Vec<i8>,
@@ -68,7 +109,7 @@ impl Packed {
         assert!(n > 0 && (1..=MAX_INPUTS).contains(&k), "a {n}×{k} layer");
         assert_eq!(w.len(), n * k, "weights of a {n}×{k} layer");
         assert_eq!(bias.len(), n, "bias of a layer with {n} outputs");
-        let kp = k.div_ceil(4) * 4;
+        let kp = k.div_ceil(K_CHUNK) * K_CHUNK;
         let np = n.div_ceil(NR) * NR;
         let panel = kp * NR;
         let mut data = vec![0i8; np * kp];
@@ -108,14 +149,32 @@ impl Packed {
 
     /// `x`: rows of `k` inputs; `out`: as many rows of `n` outputs. Needs [`available`].
     pub(crate) fn matmul(&self, x: &[f32], out: &mut [f32]) {
+        let mut kernel = kernel().expect("the int8 layers need AVX-512 VNNI");
+        // Fewer rows than a tile (a query's tokens) would mostly multiply padding.
+        if x.len() < AMX_FROM_ROWS * self.k {
+            kernel = Kernel::Vnni;
+        }
+        self.matmul_with(kernel, x, out)
+    }
+
+    /// [`Packed::matmul`] with a given kernel, which must be available (see [`kernel`]).
+    fn matmul_with(&self, kernel: Kernel, x: &[f32], out: &mut [f32]) {
         assert!(available(), "the int8 layers need AVX-512 VNNI");
-        let (q, rows) = self.quantize(x, out);
+        let (q, rows) = self.quantize_with(x, out, quantize_row, kernel.rows());
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `available()` checked that the CPU has AVX-512 F, BW and VNNI; `quantize`
-        // sized `q` to whole tiles of `kp` bytes per row and `out` was checked to hold the rows.
-        unsafe {
-            vnni::matmul(self, &q, &rows, out)
-        };
+        match kernel {
+            // SAFETY: `available()` checked that the CPU has AVX-512 F, BW and VNNI; `quantize`
+            // sized `q` to whole tiles of `kp` bytes per row and `out` was checked to hold the
+            // rows.
+            Kernel::Vnni => unsafe { vnni::matmul(self, &q, &rows, out) },
+            Kernel::Amx => {
+                assert!(amx::available(), "AMX is not available");
+                // SAFETY: AMX is usable (checked just above) and AVX-512 F and BW are there
+                // (`available`); `q` holds whole blocks of `amx::ROWS` rows of `kp` bytes, a
+                // multiple of 64, and `out` was checked to hold the rows.
+                unsafe { amx::matmul(self, &q, &rows, out) }
+            }
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (q, rows);
     }
@@ -124,7 +183,7 @@ impl Packed {
     /// produce.
     #[cfg(test)]
     pub(crate) fn matmul_portable(&self, x: &[f32], out: &mut [f32]) {
-        let (q, rows) = self.quantize_with(x, out, quantize_row_any);
+        let (q, rows) = self.quantize_with(x, out, quantize_row_any, MR);
         let panel = self.kp * NR;
         for (r, out) in out.chunks_exact_mut(self.n).enumerate() {
             let row = &q[r * self.kp..][..self.kp];
@@ -140,21 +199,19 @@ impl Packed {
         }
     }
 
-    /// The rows of `x` as bytes, padded to whole tiles (of zeros), with each row's step.
-    fn quantize(&self, x: &[f32], out: &[f32]) -> (Vec<u8>, Vec<Step>) {
-        self.quantize_with(x, out, quantize_row)
-    }
-
+    /// The rows of `x` as bytes, padded to whole tiles of `tile` rows (of zeros), with each
+    /// row's step.
     fn quantize_with(
         &self,
         x: &[f32],
         out: &[f32],
         quantize_row: fn(&[f32], &mut [u8]) -> Step,
+        tile: usize,
     ) -> (Vec<u8>, Vec<Step>) {
         assert_eq!(x.len() % self.k, 0, "rows of {} inputs", self.k);
         let m = x.len() / self.k;
         assert_eq!(out.len(), m * self.n, "{m} rows of {} outputs", self.n);
-        let rows = m.div_ceil(MR) * MR;
+        let rows = m.div_ceil(tile) * tile;
         let mut q = vec![0u8; rows * self.kp];
         let mut steps = vec![Step::NONE; rows];
         for ((xs, qs), s) in x
@@ -355,7 +412,7 @@ mod vnni {
     /// `c + 16` must be within the padded scale, sums and bias of `p`; `c < row.len()`.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn store(p: &Packed, acc: __m512i, c: usize, x: Step, row: &mut [f32]) {
+    pub(super) unsafe fn store(p: &Packed, acc: __m512i, c: usize, x: Step, row: &mut [f32]) {
         debug_assert!(c + 16 <= p.scale.len() && c < row.len());
         // SAFETY: c + 16 ≤ the padded lengths (the caller's promise).
         let (sums, scale, bias) = unsafe {
@@ -373,6 +430,244 @@ mod vnni {
         let mask: __mmask16 = if lanes == 16 { !0 } else { (1 << lanes) - 1 };
         // SAFETY: only the first `lanes` floats from `c` are written, all inside `row`.
         unsafe { _mm512_mask_storeu_ps(row.as_mut_ptr().add(c), mask, y) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod amx {
+    use std::arch::asm;
+    use std::arch::x86_64::*;
+
+    use super::{K_CHUNK, NR, Packed, Step};
+
+    /// Input rows per block: two tiles of 16.
+    pub(super) const ROWS: usize = 32;
+
+    /// What the kernel reads: the tile configuration (palette 1, tiles 0–7 all 16 rows of 64
+    /// bytes: C 16 × 16 i32, A 16 rows × 64 input bytes, B 16 groups of four inputs × 16
+    /// outputs), then the first input row, the blocks of 32 rows, the panels of 32 outputs
+    /// (counted down by the kernel) and the chunks of 64 inputs.
+    #[repr(C, align(64))]
+    struct Args {
+        config: [u8; 64],
+        a: *const u8,
+        blocks: usize,
+        panels: usize,
+        chunks: usize,
+    }
+
+    // The kernel reads the fields at these offsets.
+    const _: () = assert!(
+        std::mem::offset_of!(Args, a) == 64
+            && std::mem::offset_of!(Args, blocks) == 72
+            && std::mem::offset_of!(Args, panels) == 80
+            && std::mem::offset_of!(Args, chunks) == 88
+    );
+
+    const CONFIG: [u8; 64] = {
+        let mut c = [0u8; 64];
+        c[0] = 1;
+        let mut t = 0;
+        while t < 8 {
+            c[16 + 2 * t] = 64;
+            c[48 + t] = 16;
+            t += 1;
+        }
+        c
+    };
+
+    /// Whether the CPU has AMX tiles with int8 products and the kernel lets this process use
+    /// them (Linux asks each process to request the tiles' 8 KiB of state; checked once).
+    /// `MEMEX_NO_AMX` (any value) turns AMX off, to compare the two kernels.
+    pub(super) fn available() -> bool {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            if !cfg!(target_os = "linux") || std::env::var_os("MEMEX_NO_AMX").is_some() {
+                return false;
+            }
+            // Leaf 7, sub-leaf 0: EDX bit 24 is AMX-TILE, bit 25 AMX-INT8.
+            let leaf = __cpuid_count(7, 0);
+            if leaf.edx & (3 << 24) != 3 << 24 {
+                return false;
+            }
+            request_tiles()
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn request_tiles() -> bool {
+        /// `arch_prctl` codes from the kernel's `asm/prctl.h` and `asm/fpu/types.h`.
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with these arguments only asks the kernel for permission; it
+        // touches no memory of ours.
+        unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            ) == 0
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn request_tiles() -> bool {
+        false
+    }
+
+    /// `out` = the layer applied to the quantized rows `q`.
+    ///
+    /// # Safety
+    /// [`available`] must be true and the CPU must have AVX-512 F and BW; `q` must hold a
+    /// multiple of [`ROWS`] rows of `p.kp` bytes, at least as many as `out` has rows of `p.n`,
+    /// and `steps` one per row of `q`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn matmul(p: &Packed, q: &[u8], steps: &[Step], out: &mut [f32]) {
+        let m = out.len() / p.n;
+        let rows = q.len() / p.kp;
+        assert!(rows.is_multiple_of(ROWS) && rows >= m && steps.len() == rows);
+        assert!(p.kp.is_multiple_of(K_CHUNK) && p.kp > 0);
+        if m == 0 {
+            return;
+        }
+        let blocks = m.div_ceil(ROWS);
+        let panels = p.n.div_ceil(NR);
+        assert!(p.data.len() >= panels * p.kp * NR);
+        // Per panel, per block of rows, 32 rows of 32 sums.
+        let per_panel = blocks * ROWS * NR;
+        let mut sums = vec![0i32; panels * per_panel];
+        let mut args = Args {
+            config: CONFIG,
+            a: q.as_ptr(),
+            blocks,
+            panels,
+            chunks: p.kp / K_CHUNK,
+        };
+        // SAFETY: AMX is usable (the caller's promise). `q` holds `blocks` × ROWS rows of `kp`
+        // bytes, `p.data` the `panels` panels of kp / 4 groups of NR × 4 bytes (asserted), and
+        // `sums` `panels` × `blocks` × ROWS rows of NR i32: every tile load and store is
+        // inside them.
+        unsafe { all_sums(&mut args, p.kp, p.data.as_ptr(), sums.as_mut_ptr()) };
+        for (pi, sums) in sums.chunks_exact(per_panel).enumerate() {
+            let cols = pi * NR;
+            for (r, acc) in sums.chunks_exact(NR).take(m).enumerate() {
+                let row = &mut out[r * p.n..][..p.n];
+                for (half, acc) in acc.chunks_exact(16).enumerate() {
+                    let c = cols + half * 16;
+                    if c >= p.n {
+                        break;
+                    }
+                    // SAFETY: `acc` is 16 i32.
+                    let acc = unsafe { _mm512_loadu_si512(acc.as_ptr().cast()) };
+                    // SAFETY: AVX-512 F and BW are there; the padded scale, sums and bias hold
+                    // whole panels, so c + 16 is inside them, and c < p.n = row.len().
+                    unsafe { super::vnni::store(p, acc, c, steps[r], row) };
+                }
+            }
+        }
+    }
+
+    /// The integer sums of every block of 32 input rows by every panel of 32 outputs, in one
+    /// run of the tile unit (configured on entry, released on exit). For each panel, for each
+    /// block, over the chunks of 64 inputs: tiles 4–5 take the block's two halves of 16 rows
+    /// (rows `lda` bytes apart), tiles 6–7 the panel's two halves of 16 outputs (groups of
+    /// four inputs 128 bytes apart), and tiles 0–3 add up the four 16 × 16 products, which are
+    /// then written to `c` as 32 rows of 32 i32. Blocks follow each other in `c`, then panels.
+    ///
+    /// # Safety
+    /// AMX must be usable; `args.a` must hold `args.blocks` × 32 rows of `lda` = 64 ×
+    /// `args.chunks` bytes, `b` `args.panels` × `lda` × 32 bytes, `c` `args.panels` ×
+    /// `args.blocks` × 32 × 32 i32; the counts at least 1.
+    #[inline]
+    unsafe fn all_sums(args: &mut Args, lda: usize, b: *const i8, c: *mut i32) {
+        debug_assert!(args.blocks > 0 && args.panels > 0 && lda == args.chunks * K_CHUNK);
+        // SAFETY: the caller's promises bound every address formed below: A tiles at
+        // a + 32·lda·block + 64·chunk (16 rows each, the second 16 rows down), B tiles at
+        // b + 32·lda·panel + 2048·chunk (+ 64 for the second half; 16 rows 128 bytes apart),
+        // C tiles at c + 4096·(panel·blocks + block) (16 rows of 128 bytes; + 64 and + 2048
+        // for the other quarters). `args` is read and its panel count written.
+        unsafe {
+            asm!(
+                "ldtilecfg [{args}]",
+                "4:",
+                "mov {a}, [{args} + 64]",
+                "mov {blk}, [{args} + 72]",
+                "2:",
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                "mov {ap}, {a}",
+                "mov {bp}, {b}",
+                "mov {k}, [{args} + 88]",
+                "3:",
+                "tileloadd tmm4, [{ap} + {lda}*1]",
+                "mov {t}, {lda}",
+                "shl {t}, 4",
+                "add {t}, {ap}",
+                "tileloadd tmm5, [{t} + {lda}*1]",
+                "tileloadd tmm6, [{bp} + {ldb}*1]",
+                "lea {t}, [{bp} + 64]",
+                "tileloadd tmm7, [{t} + {ldb}*1]",
+                "tdpbusd tmm0, tmm4, tmm6",
+                "tdpbusd tmm1, tmm4, tmm7",
+                "tdpbusd tmm2, tmm5, tmm6",
+                "tdpbusd tmm3, tmm5, tmm7",
+                "add {ap}, 64",
+                "add {bp}, 2048",
+                "dec {k}",
+                "jnz 3b",
+                "tilestored [{c} + {ldb}*1], tmm0",
+                "lea {t}, [{c} + 64]",
+                "tilestored [{t} + {ldb}*1], tmm1",
+                "lea {t}, [{c} + 2048]",
+                "tilestored [{t} + {ldb}*1], tmm2",
+                "lea {t}, [{c} + 2112]",
+                "tilestored [{t} + {ldb}*1], tmm3",
+                "mov {t}, {lda}",
+                "shl {t}, 5",
+                "add {a}, {t}",
+                "add {c}, 4096",
+                "dec {blk}",
+                "jnz 2b",
+                "mov {t}, {lda}",
+                "shl {t}, 5",
+                "add {b}, {t}",
+                "dec qword ptr [{args} + 80]",
+                "jnz 4b",
+                "tilerelease",
+                args = in(reg) std::ptr::from_mut(args),
+                b = inout(reg) b => _,
+                c = inout(reg) c => _,
+                lda = in(reg) lda,
+                ldb = in(reg) 4 * NR,
+                a = out(reg) _,
+                blk = out(reg) _,
+                ap = out(reg) _,
+                bp = out(reg) _,
+                k = out(reg) _,
+                t = out(reg) _,
+                out("tmm0") _,
+                out("tmm1") _,
+                out("tmm2") _,
+                out("tmm3") _,
+                out("tmm4") _,
+                out("tmm5") _,
+                out("tmm6") _,
+                out("tmm7") _,
+                options(nostack),
+            )
+        }
+    }
+}
+
+/// No AMX off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+mod amx {
+    pub(super) const ROWS: usize = 32;
+
+    pub(super) fn available() -> bool {
+        false
     }
 }
 
@@ -436,6 +731,17 @@ mod tests {
         assert_eq!(&got[n..2 * n], &b[..]);
     }
 
+    /// The fast kernels this machine can run (AMX only where the CPU and system allow it).
+    fn kernels() -> Vec<Kernel> {
+        let mut all = vec![Kernel::Vnni];
+        if amx::available() {
+            all.push(Kernel::Amx);
+        } else {
+            eprintln!("no AMX here: only the VNNI kernel is tested");
+        }
+        all
+    }
+
     #[test]
     fn the_fast_path_computes_what_the_portable_one_does() {
         if !available() {
@@ -444,6 +750,9 @@ mod tests {
         }
         for (n, k, m) in [
             (384, 384, 19),
+            (384, 384, 64),
+            (64, 128, 33),
+            (1536, 384, 70),
             (1536, 384, 8),
             (384, 1536, 3),
             (40, 6, 1),
@@ -452,10 +761,13 @@ mod tests {
         ] {
             let p = Packed::new(&values(n * k, 4), &values(n, 5), n, k);
             let x = values(m * k, 6);
-            let (mut fast, mut slow) = (vec![f32::NAN; m * n], vec![0f32; m * n]);
-            p.matmul(&x, &mut fast);
+            let mut slow = vec![0f32; m * n];
             p.matmul_portable(&x, &mut slow);
-            assert_eq!(fast, slow, "{n}×{k} by {m} rows");
+            for kernel in kernels() {
+                let mut fast = vec![f32::NAN; m * n];
+                p.matmul_with(kernel, &x, &mut fast);
+                assert_eq!(fast, slow, "{kernel:?}: {n}×{k} by {m} rows");
+            }
         }
     }
 
