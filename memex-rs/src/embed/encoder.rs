@@ -65,7 +65,13 @@ impl Dense {
     fn forward(&self, x: &[f32], out: &mut [f32], then: Then) {
         let m = x.len() / self.k;
         assert_eq!(out.len(), m * self.n, "{m} rows of {} outputs", self.n);
-        let rows = rows_per_task(m);
+        let rows = match &self.weights {
+            // Whole blocks of the AMX kernel (on many threads, smaller tasks would be padding).
+            Weights::Int8(_) if int8::kernel() == Some(int8::Kernel::Amx) => {
+                rows_per_task(m).next_multiple_of(int8::AMX_ROWS)
+            }
+            _ => rows_per_task(m),
+        };
         out.par_chunks_mut(rows * self.n)
             .zip(x.par_chunks(rows * self.k))
             .for_each(|(out, x)| {

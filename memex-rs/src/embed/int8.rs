@@ -64,6 +64,9 @@ impl Kernel {
     }
 }
 
+/// Rows per block of the AMX kernel (tasks of whole blocks waste nothing).
+pub(crate) const AMX_ROWS: usize = amx::ROWS;
+
 /// Rows from which AMX is used (below, VNNI is faster: AMX's blocks are 32 rows).
 const AMX_FROM_ROWS: usize = 16;
 
@@ -93,6 +96,32 @@ pub(crate) struct Packed {
     bias: Vec<f32>,
 }
 
+/// `qs` = the weights `ws` times `inv`, rounded (ties to even) onto -127..=127 (NaN to 0).
+fn quantize_weights(ws: &[f32], inv: f32, qs: &mut [i8]) {
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        // SAFETY: the CPU has AVX-512 F and BW (checked by `available`).
+        return unsafe { quantize_weights_wide(ws, inv, qs) };
+    }
+    quantize_weights_any(ws, inv, qs)
+}
+
+/// The same loop compiled for AVX-512, where the rounding and the saturating conversion are
+/// vector instructions (on baseline x86-64 each value is a library call and a scalar
+/// conversion: most of the time a search without the service spent loading the model).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn quantize_weights_wide(ws: &[f32], inv: f32, qs: &mut [i8]) {
+    quantize_weights_any(ws, inv, qs)
+}
+
+#[inline(always)]
+fn quantize_weights_any(ws: &[f32], inv: f32, qs: &mut [i8]) {
+    for (q, &v) in qs.iter_mut().zip(ws) {
+        *q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
+    }
+}
+
 /// The scale that maps `xs` onto -127..=127, and its inverse (both 0 for a row of zeros).
 fn scale_of(xs: &[f32]) -> (f32, f32) {
     let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -116,17 +145,18 @@ impl Packed {
         let (mut scale, mut sums) = (vec![0f32; np], vec![0i32; np]);
         let mut padded_bias = bias.to_vec();
         padded_bias.resize(np, 0.0);
+        // Quantizing was most of what loading a model cost (a search without the service
+        // loads it): each row is rounded in one vectorised pass, then laid out.
+        let mut qs = vec![0i8; k];
         for (row, ws) in w.chunks_exact(k).enumerate() {
             let (s, inv) = scale_of(ws);
             scale[row] = s;
+            quantize_weights(ws, inv, &mut qs);
+            sums[row] = qs.iter().map(|&q| i32::from(q)).sum();
             let base = row / NR * panel + row % NR * 4;
-            let mut sum = 0i32;
-            for (i, &v) in ws.iter().enumerate() {
-                let q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
-                sum += i32::from(q);
-                data[base + i / 4 * NR * 4 + i % 4] = q;
+            for (g, quad) in qs.chunks(4).enumerate() {
+                data[base + g * NR * 4..][..quad.len()].copy_from_slice(quad);
             }
-            sums[row] = sum;
         }
         Packed {
             n,
@@ -163,9 +193,9 @@ impl Packed {
         let (q, rows) = self.quantize_with(x, out, quantize_row, kernel.rows());
         #[cfg(target_arch = "x86_64")]
         match kernel {
-            // SAFETY: `available()` checked that the CPU has AVX-512 F, BW and VNNI; `quantize`
-            // sized `q` to whole tiles of `kp` bytes per row and `out` was checked to hold the
-            // rows.
+            // SAFETY: `available()` checked that the CPU has AVX-512 F, BW and VNNI;
+            // `quantize_with` sized `q` to whole tiles (`kernel.rows()`) of `kp` bytes per row
+            // and checked that `out` holds the rows.
             Kernel::Vnni => unsafe { vnni::matmul(self, &q, &rows, out) },
             Kernel::Amx => {
                 assert!(amx::available(), "AMX is not available");
@@ -456,6 +486,10 @@ mod amx {
         chunks: usize,
     }
 
+    // The kernel's strides (128-byte panel rows and sums rows, 2048 bytes per chunk of a
+    // panel, 4096 per block of sums) assume panels of 32 outputs.
+    const _: () = assert!(NR == 32 && ROWS == 32 && K_CHUNK == 64);
+
     // The kernel reads the fields at these offsets.
     const _: () = assert!(
         std::mem::offset_of!(Args, a) == 64
@@ -580,7 +614,7 @@ mod amx {
     /// `args.blocks` × 32 × 32 i32; the counts at least 1.
     #[inline]
     unsafe fn all_sums(args: &mut Args, lda: usize, b: *const i8, c: *mut i32) {
-        debug_assert!(args.blocks > 0 && args.panels > 0 && lda == args.chunks * K_CHUNK);
+        assert!(args.blocks > 0 && args.panels > 0 && lda == args.chunks * K_CHUNK);
         // SAFETY: the caller's promises bound every address formed below: A tiles at
         // a + 32·lda·block + 64·chunk (16 rows each, the second 16 rows down), B tiles at
         // b + 32·lda·panel + 2048·chunk (+ 64 for the second half; 16 rows 128 bytes apart),
@@ -758,6 +792,10 @@ mod tests {
             (40, 6, 1),
             (37, 22, 9),
             (33, 100, 17),
+            // A last panel whose second half is partial, with padded inputs and rows.
+            (50, 100, 70),
+            (63, 130, 33),
+            (17, 64, 32),
         ] {
             let p = Packed::new(&values(n * k, 4), &values(n, 5), n, k);
             let x = values(m * k, 6);
@@ -768,6 +806,23 @@ mod tests {
                 p.matmul_with(kernel, &x, &mut fast);
                 assert_eq!(fast, slow, "{kernel:?}: {n}×{k} by {m} rows");
             }
+        }
+    }
+
+    #[test]
+    fn a_layer_gives_the_same_floats_whichever_kernel_its_row_count_picks() {
+        if !available() {
+            eprintln!("this CPU has no AVX-512 VNNI: the fast path is not used here");
+            return;
+        }
+        let (n, k) = (70, 96);
+        let p = Packed::new(&values(n * k, 12), &values(n, 13), n, k);
+        for m in [1, AMX_FROM_ROWS - 1, AMX_FROM_ROWS, 40] {
+            let x = values(m * k, 14);
+            let (mut fast, mut slow) = (vec![f32::NAN; m * n], vec![0f32; m * n]);
+            p.matmul(&x, &mut fast);
+            p.matmul_portable(&x, &mut slow);
+            assert_eq!(fast, slow, "{m} rows");
         }
     }
 

@@ -25,10 +25,24 @@ use crate::llm::EmbeddingProvider;
 
 /// Little-endian f32s, as both models' files store them.
 pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
+    let mut out = vec![0f32; bytes.len() / 4];
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: `out` holds exactly `out.len() * 4` bytes, any bit pattern is an f32, and the
+        // two buffers do not overlap (`out` is new).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                out.as_mut_ptr().cast::<u8>(),
+                out.len() * 4,
+            )
+        };
+    }
+    #[cfg(not(target_endian = "little"))]
+    for (v, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+    out
 }
 
 /// Whether the local models' linear layers multiply in 8-bit integers on this CPU (AVX-512
