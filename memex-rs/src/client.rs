@@ -1,5 +1,6 @@
 //! A client of the running service's HTTP API: the CLI commands that go through `memex serve`
-//! and the hook commands use it.
+//! and the hook commands use it. Plain HTTP/1.1 on `ureq` without TLS: the hook binary links
+//! this and little else (reqwest, which the LLM providers use, brings HTTP/2 and TLS).
 
 use std::time::Duration;
 
@@ -11,24 +12,44 @@ pub enum ClientError {
     Unreachable {
         addr: String,
         #[source]
-        source: reqwest::Error,
+        source: ureq::Error,
     },
     #[error("the service answered {status}: {message}")]
     Refused {
-        status: reqwest::StatusCode,
+        status: u16,
         /// The stable code of the API's error shape (`bad_parameter`, ...).
         code: String,
         message: String,
     },
     #[error("the service's answer is not JSON")]
-    NotJson(#[source] reqwest::Error),
-    #[error("cannot build the HTTP client")]
-    Build(#[source] reqwest::Error),
+    NotJson(#[source] ureq::Error),
     #[error(
         "refusing to send the API token in clear to {addr}, which is not a loopback address (set [api] allow_remote_token = true to allow it)"
     )]
     TokenInClear { addr: String },
 }
+
+impl ClientError {
+    /// Whether nothing accepted the connection (no service listening there).
+    pub fn is_connect(&self) -> bool {
+        match self {
+            ClientError::Unreachable { source, .. } => match source {
+                ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+                ureq::Error::Io(e) => matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::AddrNotAvailable
+                ),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// The most of an answer read (a search or a session is far smaller).
+const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 /// The address a client on this machine reaches a service bound to `bind` at: a service bound
 /// to every interface (`0.0.0.0`, `[::]`) is reached on loopback, where its Host check and the
@@ -66,9 +87,7 @@ pub fn post_json(
     timeout: Duration,
     connect: Duration,
 ) -> Result<Value, ClientError> {
-    send(addr, api, timeout, connect, |c| {
-        c.post(format!("http://{addr}{path}")).json(body)
-    })
+    send(addr, api, timeout, connect, path, Send::Post(body))
 }
 
 /// GETs `http://{addr}{path}` with `query` as its query string (encoded here), as
@@ -81,9 +100,13 @@ pub fn get_json(
     timeout: Duration,
     connect: Duration,
 ) -> Result<Value, ClientError> {
-    send(addr, api, timeout, connect, |c| {
-        c.get(format!("http://{addr}{path}")).query(query)
-    })
+    send(addr, api, timeout, connect, path, Send::Get(query))
+}
+
+/// What a request sends.
+enum Send<'a> {
+    Post(&'a Value),
+    Get(&'a [(&'a str, &'a str)]),
 }
 
 fn send(
@@ -91,7 +114,8 @@ fn send(
     api: &crate::config::ApiSettings,
     timeout: Duration,
     connect: Duration,
-    request: impl FnOnce(&reqwest::blocking::Client) -> reqwest::blocking::RequestBuilder,
+    path: &str,
+    what: Send<'_>,
 ) -> Result<Value, ClientError> {
     let token = api.token.as_str();
     if !token.is_empty() && !api.allow_remote_token && !is_loopback(addr) {
@@ -100,29 +124,48 @@ fn send(
         });
     }
     // Plain HTTP to the service, never through a proxy the environment names (it would see
-    // the token and every query) nor where a redirect points; no TLS, so no root certificates
-    // to load (a tenth of a hook's or a search's time went to reading them).
-    let client = reqwest::blocking::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(connect)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .tls_built_in_root_certs(false)
+    // the token and every query) nor where a redirect points; an error status is an answer
+    // to read (the API's error shape), not a failure of the request.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(connect))
+        .proxy(None)
+        .max_redirects(0)
+        .http_status_as_error(false)
         .build()
-        .map_err(ClientError::Build)?;
-    let mut req = request(&client);
-    if !token.is_empty() {
-        req = req.bearer_auth(token);
-    }
-    let res = req.send().map_err(|source| ClientError::Unreachable {
+        .into();
+    let url = format!("http://{addr}{path}");
+    let bearer = (!token.is_empty()).then(|| format!("Bearer {token}"));
+    let unreachable = |source| ClientError::Unreachable {
         addr: addr.to_owned(),
         source,
-    })?;
+    };
+    let mut res = match what {
+        Send::Post(body) => {
+            let mut req = agent.post(&url);
+            if let Some(b) = &bearer {
+                req = req.header("Authorization", b);
+            }
+            req.send_json(body).map_err(unreachable)?
+        }
+        Send::Get(query) => {
+            let mut req = agent.get(&url).query_pairs(query.iter().copied());
+            if let Some(b) = &bearer {
+                req = req.header("Authorization", b);
+            }
+            req.call().map_err(unreachable)?
+        }
+    };
     let status = res.status();
-    let v: Value = res.json().map_err(ClientError::NotJson)?;
+    let v: Value = res
+        .body_mut()
+        .with_config()
+        .limit(MAX_ANSWER_BYTES)
+        .read_json()
+        .map_err(ClientError::NotJson)?;
     if !status.is_success() {
         return Err(ClientError::Refused {
-            status,
+            status: status.as_u16(),
             code: v["error"]["code"].as_str().unwrap_or("").to_owned(),
             message: v["error"]["message"].as_str().unwrap_or("").to_owned(),
         });
@@ -151,6 +194,7 @@ mod tests {
         // Loopback is fine (nothing listens on port 9 here: the refusal is the connection's).
         let err = post_json("127.0.0.1:9", &api, "/x", &body, short, short).unwrap_err();
         assert!(matches!(err, ClientError::Unreachable { .. }), "{err}");
+        assert!(err.is_connect(), "{err:?}");
         api.allow_remote_token = true;
         let err = post_json("192.0.2.10:10013", &api, "/x", &body, short, short).unwrap_err();
         assert!(!matches!(err, ClientError::TokenInClear { .. }), "{err}");

@@ -535,7 +535,7 @@ fn post_service_within(
             message: e.to_string(),
             // The service's regeneration guard: the CLI's way to confirm.
             hint: (code == "confirmation_required").then(|| REGENERATE_HINT.into()),
-            code: if status.as_u16() == 404 { 3 } else { 2 },
+            code: if *status == 404 { 3 } else { 2 },
         }
         .into(),
         _ => anyhow::Error::from(e),

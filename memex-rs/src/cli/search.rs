@@ -102,8 +102,10 @@ fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde
         Ok(a) if a["mode"].is_string() && a["results"].is_array() => Some(a),
         // Not listening (gone, or not yet), or a service without this endpoint, or parameters
         // it refuses (searching here says what is wrong, with a hint): quietly here.
-        Err(ClientError::Unreachable { ref source, .. }) if source.is_connect() => None,
-        Err(ClientError::Refused { status, .. }) if matches!(status.as_u16(), 400 | 404) => None,
+        Err(ref e) if e.is_connect() => None,
+        Err(ClientError::Refused {
+            status: 400 | 404, ..
+        }) => None,
         // Anything else the user should know of: it may be why the answer differs or is late.
         other => {
             let why = match other {
