@@ -416,6 +416,17 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
         .last()
         .map(|t| first_sentence(t, 300))
         .unwrap_or_default();
+    // What the work found or did is often said before the closing message (which tends to be
+    // a wrap-up: "Added tests."): the longest earlier text, its first sentence.
+    let found = match talk.assistant_texts.split_last() {
+        Some((_, earlier)) => earlier
+            .iter()
+            .max_by_key(|t| t.chars().count())
+            .map(|t| first_sentence(t, 200))
+            .filter(|f| !f.is_empty() && *f != answer)
+            .unwrap_or_default(),
+        None => String::new(),
+    };
     let request = one_line(&talk.prompt, 300);
     let mut summary = if zh {
         format!("用户请求：{}", sentence(&one_line(&talk.prompt, 120), "。"))
@@ -444,6 +455,14 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
             format!("涉及文件：{}。", shown.join("、"))
         } else {
             format!("Files: {}.", shown.join(", "))
+        });
+    }
+    if !found.is_empty() {
+        summary.push(' ');
+        summary.push_str(&if zh {
+            format!("过程：{}", sentence(&found, "。"))
+        } else {
+            format!("Found: {}", sentence(&found, "."))
         });
     }
     if !answer.is_empty() {
@@ -731,6 +750,42 @@ mod tests {
         );
         let groups = group_calls(&talk.calls, &L1Settings::default());
         assert_eq!(observation(&groups[0], &talk).title, "Edited date.ts");
+    }
+
+    #[test]
+    fn a_talk_keeps_what_it_found_before_its_closing_message() {
+        let mut talk = Talk {
+            prompt_number: 1,
+            prompt: "The orders page is slow. Fix the N+1.".into(),
+            assistant_texts: vec![
+                "Looking.".into(),
+                "The index now preloads customers with includes(:customer). The page went from \
+                 214 queries to 3."
+                    .into(),
+                "Added a Bullet assertion so it cannot regress.".into(),
+            ],
+            calls: vec![],
+            raw_tokens: 0,
+            lang: Lang::En,
+            ts: None,
+        };
+        let t = talk_summary(&talk);
+        assert!(
+            t.summary.ends_with(
+                "Found: The index now preloads customers with includes(:customer). \
+                 Answer: Added a Bullet assertion so it cannot regress."
+            ),
+            "{}",
+            t.summary
+        );
+        assert_eq!(
+            t.completed,
+            "Added a Bullet assertion so it cannot regress."
+        );
+        // One message is the answer alone.
+        talk.assistant_texts.drain(..2);
+        let t = talk_summary(&talk);
+        assert!(!t.summary.contains("Found:"), "{}", t.summary);
     }
 
     #[test]
