@@ -175,8 +175,9 @@ pub struct Provenance {
     pub fallback_reason: Option<String>,
 }
 
-/// The heuristic's own version, recorded like a prompt version.
-pub const HEURISTIC_VERSION: &str = "heuristic-v1";
+/// The heuristic's own version, recorded like a prompt version (v2: talk summaries keep what
+/// the talk found before its closing message).
+pub const HEURISTIC_VERSION: &str = "heuristic-v2";
 
 impl Provenance {
     fn heuristic(fallback_reason: Option<String>) -> Provenance {
