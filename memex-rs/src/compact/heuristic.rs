@@ -457,12 +457,14 @@ pub fn talk_summary(talk: &Talk) -> TalkSummary {
             format!("Files: {}.", shown.join(", "))
         });
     }
+    // A sentence that introduces a list ("… depend on the local timezone:") ends there.
+    let found = found.trim_end_matches([':', '：']);
     if !found.is_empty() {
         summary.push(' ');
         summary.push_str(&if zh {
-            format!("过程：{}", sentence(&found, "。"))
+            format!("过程：{}", sentence(found, "。"))
         } else {
-            format!("Found: {}", sentence(&found, "."))
+            format!("Found: {}", sentence(found, "."))
         });
     }
     if !answer.is_empty() {
@@ -781,6 +783,15 @@ mod tests {
         assert_eq!(
             t.completed,
             "Added a Bullet assertion so it cannot regress."
+        );
+        // A sentence that introduces a list loses its colon.
+        talk.assistant_texts[1] = "Two tests depend on the local timezone:\n- a.ts".into();
+        let t = talk_summary(&talk);
+        assert!(
+            t.summary
+                .contains("Found: Two tests depend on the local timezone. Answer:"),
+            "{}",
+            t.summary
         );
         // One message is the answer alone.
         talk.assistant_texts.drain(..2);
