@@ -58,6 +58,119 @@ fn the_model_computes_what_the_reference_implementation_does() {
     }
 }
 
+/// Every line of the fixture transcripts (real sessions in three agents' formats: code, logs,
+/// paths, JSON escapes, CJK), and texts that exercise each step of a BERT tokenizer.
+fn tokenizer_texts() -> Vec<String> {
+    let mut texts: Vec<String> = [
+        "Café naïve Ångström façade ÉCOLE e\u{301}",
+        "部署失败是因为迁移锁住了订单表 認証 ログインボタン 한국어 ภาษาไทย العربية",
+        "emoji 🦀👩‍💻 zero\u{200d}width and\u{00a0}nbsp\ttab\r\nline \u{0}\u{1f}\u{7f} controls",
+        "[CLS] literal [SEP] and [MASK] [PAD] [UNK] tokens, [cls] lower-case, x[SEP]y",
+        "don't, e.g.: (x)->y; a_b-c/d\\e «quoted» “curly” ¿qué? ¡sí! 1,000.50 $5 ~/.bashrc",
+        "",
+        "   ",
+    ]
+    .map(String::from)
+    .to_vec();
+    texts.push("a".repeat(99) + " " + &"b".repeat(100) + " " + &"c".repeat(101));
+    texts.push("超".repeat(300));
+    for dir in ["claude", "codex", "gemini"] {
+        for entry in walk(&common::fixtures().join(dir)) {
+            let text = std::fs::read_to_string(&entry).unwrap_or_default();
+            texts.extend(text.lines().map(str::to_owned));
+        }
+    }
+    texts
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_tokenizer_built_from_its_parts_splits_text_as_the_generic_loader_does() {
+    let file = model_dir().join("tokenizer.json");
+    let bytes = std::fs::read(&file).unwrap();
+    // MiniLM's file takes the quick path (else the comparison below would be of one loader
+    // with itself).
+    assert!(memex::embed::wordpiece::from_parts(&bytes).is_some());
+    let quick = memex::embed::wordpiece::load(&file).unwrap();
+    let mut generic = tokenizers::Tokenizer::from_file(&file).unwrap();
+    generic.with_padding(None);
+    generic.with_truncation(None).unwrap();
+    let texts = tokenizer_texts();
+    assert!(texts.len() > 100, "{} texts", texts.len());
+    for text in &texts {
+        let (a, b) = (
+            quick.encode(text.as_str(), false).unwrap(),
+            generic.encode(text.as_str(), false).unwrap(),
+        );
+        assert_eq!(a.get_ids(), b.get_ids(), "{text:.80}");
+        assert_eq!(a.get_offsets(), b.get_offsets(), "{text:.80}");
+    }
+    // Another kind of tokenizer file is read by the generic loader.
+    assert!(memex::embed::wordpiece::from_parts(b"{\"model\": {\"type\": \"BPE\"}}").is_none());
+}
+
+#[test]
+fn a_model_loaded_again_maps_its_packed_layers_and_embeds_the_same() {
+    use memex::embed::model::{MINILM, verify};
+    // The model's files linked into a folder of the test's own.
+    let dir = tempfile::tempdir().unwrap();
+    for (name, _) in MINILM.files {
+        std::os::unix::fs::symlink(model_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    let files = verify(&MINILM, dir.path()).unwrap();
+    let packed = dir.path().join("model.safetensors.int8");
+    let texts: Vec<String> = tokenizer_texts().into_iter().take(40).collect();
+    let first = memex::embed::minilm::MiniLm::load(&files, 1, true)
+        .unwrap()
+        .embed(&texts)
+        .unwrap();
+    assert!(unit_vectors(&first));
+    if !memex::embed::fast_int8() {
+        eprintln!("this CPU has no AVX-512 VNNI: the layers are f32 and no file is kept");
+        assert!(!packed.exists());
+        return;
+    }
+    let written = std::fs::metadata(&packed).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&written.permissions()) & 0o777,
+        0o600
+    );
+    // A new process's load reads the file (it is not written again) and computes the same
+    // vectors, to the bit.
+    let again = memex::embed::minilm::MiniLm::load(&files, 1, true)
+        .unwrap()
+        .embed(&texts)
+        .unwrap();
+    assert_eq!(again, first);
+    let kept = std::fs::metadata(&packed).unwrap();
+    assert_eq!(kept.modified().unwrap(), written.modified().unwrap());
+    // A damaged file is not read: the layers come from the checkpoint again, and the file is
+    // made whole.
+    let mut bytes = std::fs::read(&packed).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&packed, &bytes).unwrap();
+    let repaired = memex::embed::minilm::MiniLm::load(&files, 1, true)
+        .unwrap()
+        .embed(&texts)
+        .unwrap();
+    assert_eq!(repaired, first);
+    assert_ne!(std::fs::read(&packed).unwrap(), bytes);
+}
+
 #[test]
 fn the_real_model_scores_a_paraphrase_clearly_above_an_unrelated_text() {
     let files = memex::embed::model::verify(&memex::embed::model::MINILM, &model_dir()).unwrap();

@@ -52,8 +52,15 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
 fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::SearchResponse> {
     let conn = reader(ctx)?;
     let (rt, vectors) = vectors_for_reading(ctx, &conn, params.mode != search::Mode::Fts)?;
-    search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), params).map_err(|e| match e
-    {
+    let found = search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), params);
+    #[expect(
+        clippy::mem_forget,
+        reason = "the process ends once the answer is printed: freeing the model, its \
+                  tokenizer and LanceDB's state first would add about 8 ms to every search \
+                  made without the service"
+    )]
+    std::mem::forget((rt, vectors));
+    found.map_err(|e| match e {
         search::SearchError::NoVectors(_) => user_error(
             e.to_string(),
             "`memex status` shows the vector layer; --mode fts searches without it",

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::encoder::{Block, Dense, Encoder, Norm};
+use super::layer_file::Layers;
 use super::model::{E5 as SPEC, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -379,6 +380,8 @@ struct Network {
 }
 
 pub struct E5 {
+    /// The checkpoint, mapped (and where it is: its packed layers are kept beside it).
+    path: std::path::PathBuf,
     map: memmap2::Mmap,
     parsed: Parsed,
     network: Resting<Network>,
@@ -396,6 +399,7 @@ impl E5 {
         let parsed = parse(&map)?;
         let pool = super::compute_pool(threads)?;
         Ok(E5 {
+            path,
             map,
             parsed,
             network: Resting::new(),
@@ -420,9 +424,11 @@ impl E5 {
         (w, self.vector(&format!("{name}.b")))
     }
 
-    fn dense(&self, name: &str, rows: usize, cols: usize) -> Dense {
-        let (w, b) = self.part(name, rows, cols);
-        Dense::new(w, b, rows, cols, self.int8)
+    fn dense(&self, layers: &Layers, name: &str, rows: usize, cols: usize) -> Dense {
+        let Ok(d) = layers.dense(name, (rows, cols), || {
+            Ok::<_, std::convert::Infallible>(self.part(name, rows, cols))
+        });
+        d
     }
 
     fn norm(&self, w: &str, b: &str) -> Norm {
@@ -437,20 +443,27 @@ impl E5 {
     fn build(&self) -> Network {
         let p = &self.parsed;
         let (h, ff) = (p.hidden, p.ff);
+        // Linear layers from the file of packed layers when an earlier load left one.
+        let layers = Layers::open(&self.path, self.int8);
         let blocks = (0..p.layers)
             .map(|l| {
                 let n = |t: &str| format!("l{l}.{t}");
-                let qkv = ["q", "k", "v"].map(|t| self.part(&n(t), h, h)).to_vec();
+                let Ok(qkv) = layers.stacked(&n("qkv"), (3 * h, h), || {
+                    Ok::<_, std::convert::Infallible>(
+                        ["q", "k", "v"].map(|t| self.part(&n(t), h, h)).to_vec(),
+                    )
+                });
                 Block {
-                    qkv: Dense::stacked(qkv, h, self.int8),
-                    out: self.dense(&n("ao"), h, h),
+                    qkv,
+                    out: self.dense(&layers, &n("ao"), h, h),
                     attn_norm: self.norm(&n("aln.w"), &n("aln.b")),
-                    up: self.dense(&n("fi"), ff, h),
-                    down: self.dense(&n("fo"), h, ff),
+                    up: self.dense(&layers, &n("fi"), ff, h),
+                    down: self.dense(&layers, &n("fo"), h, ff),
                     ffn_norm: self.norm(&n("oln.w"), &n("oln.b")),
                 }
             })
             .collect();
+        layers.finish();
         let mut token_type = self.vector("emb.type");
         token_type.truncate(h);
         Network {

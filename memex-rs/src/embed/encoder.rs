@@ -49,6 +49,23 @@ impl Dense {
         Dense { n, k, weights }
     }
 
+    /// A layer already quantized and laid out (read back from a file of packed layers).
+    pub(crate) fn from_packed(p: int8::Packed) -> Dense {
+        Dense {
+            n: p.outputs(),
+            k: p.inputs(),
+            weights: Weights::Int8(p),
+        }
+    }
+
+    /// The layer in 8-bit integers, when it is held that way.
+    pub(crate) fn packed(&self) -> Option<&int8::Packed> {
+        match &self.weights {
+            Weights::Int8(p) => Some(p),
+            Weights::F32 { .. } => None,
+        }
+    }
+
     /// Several layers reading the same input as one (query, key and value).
     pub(crate) fn stacked(parts: Vec<(Vec<f32>, Vec<f32>)>, k: usize, int8: bool) -> Dense {
         let n = parts.iter().map(|(_, b)| b.len()).sum();
@@ -80,6 +97,12 @@ impl Dense {
                     simd::gelu(out);
                 }
             });
+    }
+
+    /// `out` = the layer applied to the rows of `x`.
+    #[cfg(test)]
+    pub(crate) fn apply_rows(&self, x: &[f32], out: &mut [f32]) {
+        self.forward(x, out, Then::Nothing)
     }
 
     /// One block of rows, on the current thread.

@@ -89,12 +89,52 @@ pub(crate) struct Packed {
     /// `k` rounded up to whole chunks of [`K_CHUNK`] inputs (the padding weighs 0).
     kp: usize,
     /// Panels of `NR` outputs; in a panel, for each group of four inputs, `NR` × 4 bytes.
-    data: Vec<i8>,
+    data: Bytes,
     /// Per output, padded to whole panels: the weights' scale, their sum, the bias.
     scale: Vec<f32>,
     sums: Vec<i32>,
     bias: Vec<f32>,
 }
+
+/// A layer's packed weight bytes: laid out in memory, or mapped from a file of packed layers
+/// (`super::layer_file`), which is never written in place.
+pub(crate) enum Bytes {
+    Owned(Vec<i8>),
+    Mapped {
+        map: std::sync::Arc<memmap2::Mmap>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [i8];
+
+    fn deref(&self) -> &[i8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Mapped { map, range } => {
+                let b = &map[range.clone()];
+                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern is
+                // an i8; the slice borrows the map, which `self` keeps alive.
+                unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) }
+            }
+        }
+    }
+}
+
+/// What a packed layer is made of (see [`Packed::from_parts`]).
+pub(crate) struct Parts<'a> {
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) data: &'a [i8],
+    pub(crate) scale: &'a [f32],
+    pub(crate) sums: &'a [i32],
+    pub(crate) bias: &'a [f32],
+}
+
+/// Changes whenever the packed layout or the weights' quantization changes, so that files of
+/// packed layers written by another version are not read.
+pub(crate) const PACKING: u32 = 1 << 24 | (NR as u32) << 12 | K_CHUNK as u32;
 
 /// `qs` = the weights `ws` times `inv`, rounded (ties to even) onto -127..=127 (NaN to 0).
 fn quantize_weights(ws: &[f32], inv: f32, qs: &mut [i8]) {
@@ -162,11 +202,54 @@ impl Packed {
             n,
             k,
             kp,
-            data,
+            data: Bytes::Owned(data),
             scale,
             sums,
             bias: padded_bias,
         }
+    }
+
+    /// The bytes per layer of [`Parts::data`] and the values per layer of its other fields, for
+    /// a layer of `n` outputs and `k` inputs.
+    pub(crate) fn sizes(n: usize, k: usize) -> (usize, usize) {
+        let np = n.div_ceil(NR) * NR;
+        (np * k.div_ceil(K_CHUNK) * K_CHUNK, np)
+    }
+
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        Parts {
+            n: self.n,
+            k: self.k,
+            data: &self.data,
+            scale: &self.scale,
+            sums: &self.sums,
+            bias: &self.bias,
+        }
+    }
+
+    /// A layer of `n` outputs and `k` inputs from what [`Packed::parts`] gave of another;
+    /// `None` when a size does not fit that shape.
+    pub(crate) fn from_parts(
+        (n, k): (usize, usize),
+        data: Bytes,
+        scale: Vec<f32>,
+        sums: Vec<i32>,
+        bias: Vec<f32>,
+    ) -> Option<Packed> {
+        let (bytes, padded) = Packed::sizes(n, k);
+        let fits = n > 0
+            && (1..=MAX_INPUTS).contains(&k)
+            && data.len() == bytes
+            && [scale.len(), sums.len(), bias.len()] == [padded; 3];
+        fits.then(|| Packed {
+            n,
+            k,
+            kp: k.div_ceil(K_CHUNK) * K_CHUNK,
+            data,
+            scale,
+            sums,
+            bias,
+        })
     }
 
     pub(crate) fn outputs(&self) -> usize {

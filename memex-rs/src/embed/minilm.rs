@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
 use super::encoder::{Block, Dense, Encoder, Norm};
+use super::layer_file::Layers;
 use super::model::{MODEL_NAME, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -105,12 +106,7 @@ impl MiniLm {
         config
             .check()
             .map_err(|e| EmbedError::Setup(format!("{}: {e}", config_file.display())))?;
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)
-            .map_err(|e| EmbedError::Setup(format!("{}: {e}", tokenizer_file.display())))?;
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EmbedError::Setup(e.to_string()))?;
+        let tokenizer = super::wordpiece::load(&tokenizer_file)?;
         let id = |t: &str| {
             tokenizer
                 .token_to_id(t)
@@ -238,9 +234,10 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
             t.floats(&format!("{name}.bias"), &[n])?,
         ))
     };
+    // Linear layers from the file of packed layers when an earlier load left one.
+    let layers = Layers::open(weights, int8);
     let dense = |name: &str, n: usize, k: usize| -> Result<Dense, String> {
-        let (w, b) = part(name, n, k)?;
-        Ok(Dense::new(w, b, n, k, int8))
+        layers.dense(name, (n, k), || part(name, n, k))
     };
     // Everything but the map, which the tensors borrow until then.
     type Parts = (usize, Vec<f32>, Vec<f32>, Norm, Encoder);
@@ -248,12 +245,14 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
         let blocks = (0..c.num_hidden_layers)
             .map(|l| {
                 let n = |s: &str| format!("encoder.layer.{l}.{s}");
-                let qkv = ["query", "key", "value"]
-                    .iter()
-                    .map(|p| part(&n(&format!("attention.self.{p}")), h, h))
-                    .collect::<Result<Vec<_>, String>>()?;
+                let qkv = layers.stacked(&n("attention.self"), (3 * h, h), || {
+                    ["query", "key", "value"]
+                        .iter()
+                        .map(|p| part(&n(&format!("attention.self.{p}")), h, h))
+                        .collect()
+                })?;
                 Ok(Block {
-                    qkv: Dense::stacked(qkv, h, int8),
+                    qkv,
                     out: dense(&n("attention.output.dense"), h, h)?,
                     attn_norm: norm(&n("attention.output.LayerNorm"))?,
                     up: dense(&n("intermediate.dense"), ff, h)?,
@@ -278,6 +277,7 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
         ))
     };
     let (words, positions, token_type, norm, encoder) = build().map_err(bad)?;
+    layers.finish();
     Ok(Network {
         map,
         words,

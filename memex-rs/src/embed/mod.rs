@@ -15,8 +15,10 @@ pub mod e5;
 mod encoder;
 pub mod hashing;
 mod int8;
+mod layer_file;
 pub mod minilm;
 pub mod model;
+pub mod wordpiece;
 
 use std::sync::Arc;
 
