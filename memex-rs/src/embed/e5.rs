@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::encoder::{Block, Dense, Encoder, Norm};
-use super::layer_file::Layers;
+use super::layer_file::{self, Layers};
 use super::model::{E5 as SPEC, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -380,8 +380,10 @@ struct Network {
 }
 
 pub struct E5 {
-    /// The checkpoint, mapped (and where it is: its packed layers are kept beside it).
+    /// The checkpoint, mapped (and where it is and its stamp: its packed layers are kept
+    /// beside it).
     path: std::path::PathBuf,
+    stamp: Option<Vec<u8>>,
     map: memmap2::Mmap,
     parsed: Parsed,
     network: Resting<Network>,
@@ -395,11 +397,12 @@ impl E5 {
     /// those fast.
     pub fn load(files: &ModelFiles, threads: usize, int8: bool) -> Result<E5, EmbedError> {
         let path = files.path(SPEC.files[0].0);
-        let map = map_file(&path)?;
+        let (map, stamp) = map_file(&path)?;
         let parsed = parse(&map)?;
         let pool = super::compute_pool(threads)?;
         Ok(E5 {
             path,
+            stamp,
             map,
             parsed,
             network: Resting::new(),
@@ -444,7 +447,7 @@ impl E5 {
         let p = &self.parsed;
         let (h, ff) = (p.hidden, p.ff);
         // Linear layers from the file of packed layers when an earlier load left one.
-        let layers = Layers::open(&self.path, self.int8);
+        let layers = Layers::open(&self.path, self.stamp.clone(), self.int8);
         let blocks = (0..p.layers)
             .map(|l| {
                 let n = |t: &str| format!("l{l}.{t}");
@@ -543,15 +546,18 @@ impl E5 {
     }
 }
 
-fn map_file(path: &Path) -> Result<memmap2::Mmap, EmbedError> {
+/// The file at `path`, mapped, and its stamp for the file of packed layers (read from the
+/// same handle).
+fn map_file(path: &Path) -> Result<(memmap2::Mmap, Option<Vec<u8>>), EmbedError> {
     let f = std::fs::File::open(path)
         .map_err(|e| EmbedError::Setup(format!("cannot open {}: {e}", path.display())))?;
     // SAFETY: mapped read-only. Sound as long as no process changes the file in place while
     // Memex runs: Memex never writes it and `memex models install` replaces it by rename (the
     // map keeps the old file); a user who overwrites it in place (`cp` over it, `rsync
     // --inplace`) breaks that, as with every memory-mapped model loader.
-    unsafe { memmap2::Mmap::map(&f) }
-        .map_err(|e| EmbedError::Setup(format!("cannot map {}: {e}", path.display())))
+    let map = unsafe { memmap2::Mmap::map(&f) }
+        .map_err(|e| EmbedError::Setup(format!("cannot map {}: {e}", path.display())))?;
+    Ok((map, layer_file::stamp(path, &f)))
 }
 
 impl Embedder for E5 {

@@ -39,16 +39,26 @@ pub(crate) fn path_for(checkpoint: &Path) -> PathBuf {
 }
 
 /// What ties a file of packed layers to its checkpoint: the checkpoint's name, size and
-/// modification time (`None` when they cannot be read).
-fn stamp(checkpoint: &Path) -> Option<Vec<u8>> {
-    let m = std::fs::metadata(checkpoint).ok()?;
+/// modification time, read from the handle it was mapped through (not from the path, which a
+/// new checkpoint may have taken since), and the program's version (the code that quantizes
+/// may change between versions without the layout's). `None` when they cannot be read.
+pub(crate) fn stamp(checkpoint: &Path, opened: &std::fs::File) -> Option<Vec<u8>> {
+    let m = opened.metadata().ok()?;
     let mtime = m
         .modified()
         .ok()?
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?;
     let name = checkpoint.file_name()?.to_string_lossy();
-    Some(format!("{name} {} {}", m.len(), mtime.as_nanos()).into_bytes())
+    Some(
+        format!(
+            "{name} {} {} memex {}",
+            m.len(),
+            mtime.as_nanos(),
+            env!("CARGO_PKG_VERSION")
+        )
+        .into_bytes(),
+    )
 }
 
 /// The byte range of a run of `len` bytes placed at the next multiple of [`ALIGN`] from `at`.
@@ -59,7 +69,8 @@ fn place(at: &mut usize, len: usize) -> Range<usize> {
 }
 
 /// Where a layer of `n` outputs and `k` inputs lies when it is placed at `at`: its weight
-/// bytes, scales, sums and biases.
+/// bytes, scales, sums and biases. `n` ≤ [`MAX_OUTPUTS`] and `k` ≤ [`int8::MAX_INPUTS`] keep
+/// a layer under 2^37 bytes, so the sums cannot overflow below `at` ≈ 2^63.
 fn runs(n: usize, k: usize, at: &mut usize) -> [Range<usize>; 4] {
     let (bytes, padded) = Packed::sizes(n, k);
     [bytes, padded * 4, padded * 4, padded * 4].map(|len| place(at, len))
@@ -114,9 +125,17 @@ impl Stored {
     /// The file at `path`, when it is whole and was made from the checkpoint `stamp` names
     /// with this layout; else why not.
     fn read(path: &Path, stamp: &[u8]) -> Result<Stored, String> {
+        // Not a FIFO or a device, which could block or never end.
+        if !std::fs::metadata(path)
+            .map_err(|e| e.to_string())?
+            .is_file()
+        {
+            return Err("not a regular file".into());
+        }
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
         // SAFETY: mapped read-only. Memex never changes the file in place: a new one is written
-        // under another name and renamed over it, and the map keeps the old one.
+        // under another name and renamed over it, and the map keeps the old one (as with the
+        // checkpoint's map, a tool that rewrites it in place breaks that).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
         let mut c = Cursor(&map);
         if c.take(MAGIC.len())? != MAGIC {
@@ -128,14 +147,14 @@ impl Stored {
         if (format, packing) != (FORMAT, int8::PACKING) {
             return Err(format!("written for layout {format}/{packing:#x}"));
         }
-        if crc32fast::hash(&map[HEADER..]) != crc {
-            return Err("its checksum does not match".into());
-        }
         if c.take(stamp_len)? != stamp {
-            return Err("made from another checkpoint".into());
+            return Err("made from another checkpoint or by another version".into());
         }
+        // The structure first (cheap, and it bounds every range by the file's length), then
+        // the checksum over all of it.
         let mut table = Cursor(c.take(table_len)?);
-        let mut at = 0;
+        let start = (HEADER + stamp_len + table_len).next_multiple_of(ALIGN);
+        let mut at = start;
         let mut entries = Vec::with_capacity(count.min(1024));
         for _ in 0..count {
             let len = usize::from(table.u16()?);
@@ -152,22 +171,21 @@ impl Stored {
                 n,
                 k,
             });
+            if at > map.len() {
+                return Err(format!("{} bytes are too few for its layers", map.len()));
+            }
         }
         if !table.0.is_empty() {
             return Err("its table is longer than its layers".into());
         }
-        let start = (HEADER + stamp_len + table_len).next_multiple_of(ALIGN);
-        if start + at != map.len() {
+        if at != map.len() {
             return Err(format!(
-                "it holds {} bytes, its layers need {}",
-                map.len(),
-                start + at
+                "it holds {} bytes, its layers need {at}",
+                map.len()
             ));
         }
-        for e in &mut entries {
-            for r in &mut e.runs {
-                *r = r.start + start..r.end + start;
-            }
+        if crc32fast::hash(&map[HEADER..]) != crc {
+            return Err("its checksum does not match".into());
         }
         Ok(Stored {
             map: Arc::new(map),
@@ -202,6 +220,8 @@ struct Built {
     table: Vec<u8>,
     count: u32,
     payload: Vec<u8>,
+    /// A layer that the format cannot hold (a name over 64 KiB): nothing is written.
+    unfit: bool,
 }
 
 impl Built {
@@ -212,6 +232,7 @@ impl Built {
             u32::try_from(parts.n),
             u32::try_from(parts.k),
         ) else {
+            self.unfit = true;
             return;
         };
         self.table.extend_from_slice(&len.to_le_bytes());
@@ -258,25 +279,21 @@ impl Built {
             head.extend_from_slice(&v.to_le_bytes());
         }
         assert_eq!(head.len(), HEADER);
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let written = (|| {
-            let mut open = std::fs::OpenOptions::new();
-            open.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-            let mut f = std::io::BufWriter::new(open.open(&tmp)?);
-            f.write_all(&head)?;
-            f.write_all(&body)?;
-            f.write_all(&self.payload)?;
-            f.into_inner().map_err(|e| e.into_error())?;
-            std::fs::rename(&tmp, path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        // A temporary file of its own in the same folder (created exclusively, private to its
+        // owner), renamed over the file once whole.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut f = tempfile::Builder::new()
+            .prefix(".memex-int8-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        {
+            let mut w = std::io::BufWriter::new(f.as_file_mut());
+            w.write_all(&head)?;
+            w.write_all(&body)?;
+            w.write_all(&self.payload)?;
+            w.flush()?;
         }
-        written
+        f.persist(path).map(drop).map_err(|e| e.error)
     }
 }
 
@@ -302,13 +319,12 @@ struct State {
 }
 
 impl Layers {
-    /// The layers of the model whose checkpoint is `checkpoint`; `int8`: whether its linear
-    /// layers are to be held in 8-bit integers (only those are kept in a file).
-    pub(crate) fn open(checkpoint: &Path, int8: bool) -> Layers {
+    /// The layers of the model whose checkpoint is `checkpoint`, with its [`stamp`]; `int8`:
+    /// whether its linear layers are to be held in 8-bit integers (only those are kept in a
+    /// file).
+    pub(crate) fn open(checkpoint: &Path, stamp: Option<Vec<u8>>, int8: bool) -> Layers {
         let path = path_for(checkpoint);
-        let stamp = (int8 && int8::available())
-            .then(|| stamp(checkpoint))
-            .flatten();
+        let stamp = stamp.filter(|_| int8 && int8::available());
         let stored = stamp.as_deref().and_then(|s| {
             Stored::read(&path, s)
                 .inspect_err(|why| {
@@ -382,7 +398,7 @@ impl Layers {
     pub(crate) fn finish(self) {
         let Some(stamp) = self.stamp else { return };
         let st = self.state.into_inner();
-        let all_built = st.read == 0 && st.built.count > 0;
+        let all_built = st.read == 0 && st.built.count > 0 && !st.built.unfit;
         let result = if st.stale && !all_built {
             std::fs::remove_file(&self.path)
         } else if all_built {
@@ -423,6 +439,18 @@ mod tests {
             .collect()
     }
 
+    fn open(checkpoint: &Path, int8: bool) -> Layers {
+        let f = std::fs::File::open(checkpoint).unwrap();
+        Layers::open(checkpoint, stamp(checkpoint, &f), int8)
+    }
+
+    /// `bytes` with its checksum made right again (so that only the structure is wrong).
+    fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
+        let crc = crc32fast::hash(&bytes[HEADER..]);
+        bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
     /// The layer of `n` outputs and `k` inputs applied to three fixed rows.
     fn outputs(d: &Dense, n: usize, k: usize) -> Vec<f32> {
         let x: Vec<f32> = (0..k * 3).map(|i| (i % 13) as f32 / 7.0 - 0.9).collect();
@@ -434,7 +462,7 @@ mod tests {
     /// Loads the layers through `Layers` (counting the ones read from the checkpoint) and
     /// applies each to a fixed input.
     fn load(checkpoint: &Path) -> (usize, Vec<Vec<f32>>) {
-        let from = Layers::open(checkpoint, true);
+        let from = open(checkpoint, true);
         let mut from_checkpoint = 0;
         let mut outs = Vec::new();
         for (name, n, k, w, b) in layers() {
@@ -499,8 +527,45 @@ mod tests {
         assert_eq!(load(&checkpoint), (3, first.clone()));
         assert_eq!(load(&checkpoint), (0, first.clone()));
 
+        // Its structure wrong under a right checksum: never read past its end, never used.
+        let good = std::fs::read(&file).unwrap();
+        let stamp_len = u32::from_le_bytes(good[20..24].try_into().unwrap()) as usize;
+        let table = HEADER + stamp_len;
+        let mut more_layers = good.clone();
+        more_layers[16] += 1;
+        let mut wider = good.clone();
+        // The first layer's outputs (after its name's length and its 7-byte name).
+        wider[table + 2 + 7] += 32;
+        let mut huge = good.clone();
+        huge[table + 2 + 7..table + 2 + 11].copy_from_slice(&u32::MAX.to_le_bytes());
+        let mut short = good.clone();
+        short.truncate(good.len() - 64);
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 64]);
+        for (what, bytes) in [
+            ("one layer more", more_layers),
+            ("a wider first layer", wider),
+            ("a layer of 4 G outputs", huge),
+            ("64 bytes short", short),
+            ("64 bytes more", longer),
+        ] {
+            std::fs::write(&file, with_checksum(bytes)).unwrap();
+            assert_eq!(load(&checkpoint), (3, first.clone()), "{what}");
+            assert_eq!(std::fs::read(&file).unwrap(), good, "{what}");
+        }
+
         // A new checkpoint (another size): its layers are built, not read from the old file.
         std::fs::write(&checkpoint, b"another checkpoint").unwrap();
+        assert_eq!(load(&checkpoint).0, 3);
+        assert_eq!(load(&checkpoint).0, 0);
+        // The same size, another modification time: the same.
+        let f = std::fs::File::options()
+            .write(true)
+            .open(&checkpoint)
+            .unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+            .unwrap();
+        drop(f);
         assert_eq!(load(&checkpoint).0, 3);
         assert_eq!(load(&checkpoint).0, 0);
     }
@@ -517,7 +582,7 @@ mod tests {
         let (_, want) = load(&checkpoint);
         // The same stamp, but the second layer asked for under another name: the first comes
         // from the file, the rest from the checkpoint, and the file is removed.
-        let from = Layers::open(&checkpoint, true);
+        let from = open(&checkpoint, true);
         let mut got = Vec::new();
         for (i, (name, n, k, w, b)) in layers().into_iter().enumerate() {
             let name = if i == 1 { "renamed".to_owned() } else { name };
@@ -537,7 +602,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let checkpoint = dir.path().join("model.bin");
         std::fs::write(&checkpoint, b"the checkpoint").unwrap();
-        let from = Layers::open(&checkpoint, false);
+        let from = open(&checkpoint, false);
         let (name, n, k, w, b) = layers().remove(0);
         let d = from.dense(&name, (n, k), || Ok::<_, ()>((w, b))).unwrap();
         assert!(d.packed().is_none());

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
 use super::encoder::{Block, Dense, Encoder, Norm};
-use super::layer_file::Layers;
+use super::layer_file::{self, Layers};
 use super::model::{MODEL_NAME, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -235,7 +235,7 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
         ))
     };
     // Linear layers from the file of packed layers when an earlier load left one.
-    let layers = Layers::open(weights, int8);
+    let layers = Layers::open(weights, layer_file::stamp(weights, &file), int8);
     let dense = |name: &str, n: usize, k: usize| -> Result<Dense, String> {
         layers.dense(name, (n, k), || part(name, n, k))
     };
