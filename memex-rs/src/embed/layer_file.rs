@@ -478,15 +478,23 @@ mod tests {
         (from_checkpoint, outs)
     }
 
-    #[test]
-    fn a_model_loaded_again_reads_its_packed_layers_and_computes_the_same() {
+    /// A folder with a checkpoint file in it, on CPUs whose layers can be packed.
+    fn a_checkpoint() -> Option<(tempfile::TempDir, PathBuf)> {
         if !int8::available() {
             eprintln!("skipped: this CPU has no AVX-512 VNNI, the layers stay in f32");
-            return;
+            return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let checkpoint = dir.path().join("model.bin");
         std::fs::write(&checkpoint, b"the checkpoint").unwrap();
+        Some((dir, checkpoint))
+    }
+
+    #[test]
+    fn a_model_loaded_again_reads_its_packed_layers_and_computes_the_same() {
+        let Some((dir, checkpoint)) = a_checkpoint() else {
+            return;
+        };
         let file = path_for(&checkpoint);
         assert_eq!(file, dir.path().join("model.bin.int8"));
 
@@ -572,13 +580,9 @@ mod tests {
 
     #[test]
     fn a_file_that_lists_other_layers_is_dropped_not_half_used() {
-        if !int8::available() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI, the layers stay in f32");
+        let Some((_dir, checkpoint)) = a_checkpoint() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let checkpoint = dir.path().join("model.bin");
-        std::fs::write(&checkpoint, b"the checkpoint").unwrap();
+        };
         let (_, want) = load(&checkpoint);
         // The same stamp, but the second layer asked for under another name: the first comes
         // from the file, the rest from the checkpoint, and the file is removed.

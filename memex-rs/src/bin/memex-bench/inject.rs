@@ -495,8 +495,19 @@ fn latency(p: &crate::eval::Prepared, bin: &Path, all: &[Prompt], runs: usize) {
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
+    // Each call in a session of its own: an item is not given twice in a session, and the
+    // injection log outlives the run (`--reuse`), so a shared session would measure calls that
+    // find everything already given and answer nothing.
+    let sessions = std::cell::Cell::new(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            & 0xffff_ffff_ffff,
+    );
     let input = |q: &Prompt, event: &str| {
-        serde_json::json!({"session_id": "00000000-1a7e-4000-8000-000000000001",
+        let session = format!("00000000-1a7e-4000-8000-{:012x}", sessions.get());
+        sessions.set((sessions.get() + 1) & 0xffff_ffff_ffff);
+        serde_json::json!({"session_id": session,
             "transcript_path": "/tmp/none.jsonl", "cwd": q.cwd, "hook_event_name": event,
             "prompt": q.text, "source": "startup", "permission_mode": "default"})
     };
