@@ -78,26 +78,12 @@ fn tokenizer_texts() -> Vec<String> {
     texts.push("a".repeat(99) + " " + &"b".repeat(100) + " " + &"c".repeat(101));
     texts.push("超".repeat(300));
     for dir in ["claude", "codex", "gemini"] {
-        for entry in walk(&common::fixtures().join(dir)) {
+        for entry in common::walkdir(&common::fixtures().join(dir)) {
             let text = std::fs::read_to_string(&entry).unwrap_or_default();
             texts.extend(text.lines().map(str::to_owned));
         }
     }
     texts
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]
