@@ -87,25 +87,35 @@ fn tokenizer_texts() -> Vec<String> {
 }
 
 #[test]
-fn the_tokenizer_built_from_its_parts_splits_text_as_the_generic_loader_does() {
-    let file = model_dir().join("tokenizer.json");
+fn the_tokenizer_over_its_compiled_vocabulary_splits_text_as_the_generic_loader_does() {
+    // In a folder of its own, so that the first load compiles the vocabulary here.
+    let dir = linked_model_dir();
+    let file = dir.path().join("tokenizer.json");
     let bytes = std::fs::read(&file).unwrap();
     // MiniLM's file takes the quick path (else the comparison below would be of one loader
     // with itself).
     assert!(memex::embed::wordpiece::from_parts(&bytes).is_some());
-    let quick = memex::embed::wordpiece::load(&file).unwrap();
+    let compiled = memex::embed::wordpiece::vocab_path(&file);
+    let first = memex::embed::wordpiece::load(&file).unwrap();
+    assert!(matches!(
+        first,
+        memex::embed::wordpiece::BertTokenizer::Compiled(_)
+    ));
+    assert!(compiled.is_file());
+    // The second load maps the file the first one wrote.
+    let mapped = memex::embed::wordpiece::load(&file).unwrap();
     let mut generic = tokenizers::Tokenizer::from_file(&file).unwrap();
     generic.with_padding(None);
     generic.with_truncation(None).unwrap();
     let texts = tokenizer_texts();
     assert!(texts.len() > 100, "{} texts", texts.len());
     for text in &texts {
-        let (a, b) = (
-            quick.encode(text.as_str(), false).unwrap(),
-            generic.encode(text.as_str(), false).unwrap(),
-        );
-        assert_eq!(a.get_ids(), b.get_ids(), "{text:.80}");
-        assert_eq!(a.get_offsets(), b.get_offsets(), "{text:.80}");
+        let want = generic.encode(text.as_str(), false).unwrap();
+        for quick in [&first, &mapped] {
+            let got = quick.encode(text).unwrap();
+            assert_eq!(got.get_ids(), want.get_ids(), "{text:.80}");
+            assert_eq!(got.get_offsets(), want.get_offsets(), "{text:.80}");
+        }
     }
     // Another kind of tokenizer file is read by the generic loader.
     assert!(memex::embed::wordpiece::from_parts(b"{\"model\": {\"type\": \"BPE\"}}").is_none());

@@ -14,8 +14,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::cache_file;
 use super::encoder::{Block, Dense, Encoder, Norm};
-use super::layer_file::{self, Layers};
+use super::layer_file::Layers;
 use super::model::{E5 as SPEC, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -557,7 +558,7 @@ fn map_file(path: &Path) -> Result<(memmap2::Mmap, Option<Vec<u8>>), EmbedError>
     // --inplace`) breaks that, as with every memory-mapped model loader.
     let map = unsafe { memmap2::Mmap::map(&f) }
         .map_err(|e| EmbedError::Setup(format!("cannot map {}: {e}", path.display())))?;
-    Ok((map, layer_file::stamp(path, &f)))
+    Ok((map, cache_file::stamp(path, &f)))
 }
 
 impl Embedder for E5 {

@@ -16,11 +16,11 @@
 //! padded output its scales (f32), weight sums (i32) and biases (f32).
 
 use std::cell::RefCell;
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::cache_file::{self, Cursor};
 use super::encoder::Dense;
 use super::int8::{self, Bytes, Packed};
 
@@ -33,32 +33,7 @@ const MAX_OUTPUTS: usize = 1 << 20;
 
 /// The file of packed layers for the checkpoint at `checkpoint`.
 pub(crate) fn path_for(checkpoint: &Path) -> PathBuf {
-    let mut name = checkpoint.file_name().unwrap_or_default().to_owned();
-    name.push(".int8");
-    checkpoint.with_file_name(name)
-}
-
-/// What ties a file of packed layers to its checkpoint: the checkpoint's name, size and
-/// modification time, read from the handle it was mapped through (not from the path, which a
-/// new checkpoint may have taken since), and the program's version (the code that quantizes
-/// may change between versions without the layout's). `None` when they cannot be read.
-pub(crate) fn stamp(checkpoint: &Path, opened: &std::fs::File) -> Option<Vec<u8>> {
-    let m = opened.metadata().ok()?;
-    let mtime = m
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    let name = checkpoint.file_name()?.to_string_lossy();
-    Some(
-        format!(
-            "{name} {} {} memex {}",
-            m.len(),
-            mtime.as_nanos(),
-            env!("CARGO_PKG_VERSION")
-        )
-        .into_bytes(),
-    )
+    cache_file::beside(checkpoint, ".int8")
 }
 
 /// The byte range of a run of `len` bytes placed at the next multiple of [`ALIGN`] from `at`.
@@ -90,30 +65,6 @@ struct Stored {
     entries: Vec<Entry>,
 }
 
-/// Reads little-endian values off the front of a byte slice.
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err("it ends early".into());
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u16(&mut self) -> Result<u16, String> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-}
-
 fn i32s(bytes: &[u8]) -> Vec<i32> {
     bytes
         .chunks_exact(4)
@@ -125,18 +76,7 @@ impl Stored {
     /// The file at `path`, when it is whole and was made from the checkpoint `stamp` names
     /// with this layout; else why not.
     fn read(path: &Path, stamp: &[u8]) -> Result<Stored, String> {
-        // Not a FIFO or a device, which could block or never end.
-        if !std::fs::metadata(path)
-            .map_err(|e| e.to_string())?
-            .is_file()
-        {
-            return Err("not a regular file".into());
-        }
-        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-        // SAFETY: mapped read-only. Memex never changes the file in place: a new one is written
-        // under another name and renamed over it, and the map keeps the old one (as with the
-        // checkpoint's map, a tool that rewrites it in place breaks that).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+        let map = cache_file::map(path)?;
         let mut c = Cursor(&map);
         if c.take(MAGIC.len())? != MAGIC {
             return Err("not a file of packed layers".into());
@@ -279,21 +219,7 @@ impl Built {
             head.extend_from_slice(&v.to_le_bytes());
         }
         assert_eq!(head.len(), HEADER);
-        // A temporary file of its own in the same folder (created exclusively, private to its
-        // owner), renamed over the file once whole.
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let mut f = tempfile::Builder::new()
-            .prefix(".memex-int8-")
-            .suffix(".tmp")
-            .tempfile_in(dir)?;
-        {
-            let mut w = std::io::BufWriter::new(f.as_file_mut());
-            w.write_all(&head)?;
-            w.write_all(&body)?;
-            w.write_all(&self.payload)?;
-            w.flush()?;
-        }
-        f.persist(path).map(drop).map_err(|e| e.error)
+        cache_file::write(path, &[&head, &body, &self.payload])
     }
 }
 
@@ -441,14 +367,7 @@ mod tests {
 
     fn open(checkpoint: &Path, int8: bool) -> Layers {
         let f = std::fs::File::open(checkpoint).unwrap();
-        Layers::open(checkpoint, stamp(checkpoint, &f), int8)
-    }
-
-    /// `bytes` with its checksum made right again (so that only the structure is wrong).
-    fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
-        let crc = crc32fast::hash(&bytes[HEADER..]);
-        bytes[28..32].copy_from_slice(&crc.to_le_bytes());
-        bytes
+        Layers::open(checkpoint, cache_file::stamp(checkpoint, &f), int8)
     }
 
     /// The layer of `n` outputs and `k` inputs applied to three fixed rows.
@@ -557,7 +476,7 @@ mod tests {
             ("64 bytes short", short),
             ("64 bytes more", longer),
         ] {
-            std::fs::write(&file, with_checksum(bytes)).unwrap();
+            std::fs::write(&file, cache_file::with_checksum(bytes)).unwrap();
             assert_eq!(load(&checkpoint), (3, first.clone()), "{what}");
             assert_eq!(std::fs::read(&file).unwrap(), good, "{what}");
         }

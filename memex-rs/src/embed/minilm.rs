@@ -8,10 +8,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tokenizers::Tokenizer;
-
+use super::cache_file;
 use super::encoder::{Block, Dense, Encoder, Norm};
-use super::layer_file::{self, Layers};
+use super::layer_file::Layers;
 use super::model::{MODEL_NAME, ModelFiles};
 use super::{EmbedError, Embedder, Resting};
 
@@ -82,7 +81,7 @@ pub struct MiniLm {
     weights: PathBuf,
     config: Config,
     int8: bool,
-    tokenizer: Tokenizer,
+    tokenizer: super::wordpiece::BertTokenizer,
     pool: rayon::ThreadPool,
     cls: u32,
     sep: u32,
@@ -128,7 +127,7 @@ impl MiniLm {
 
     /// `text` as tokens, without special tokens (ids and byte offsets).
     fn tokens(&self, text: &str) -> Result<tokenizers::Encoding, EmbedError> {
-        self.tokenizer.encode(text, false).map_err(model_err)
+        self.tokenizer.encode(text).map_err(model_err)
     }
 
     fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -235,7 +234,7 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
         ))
     };
     // Linear layers from the file of packed layers when an earlier load left one.
-    let layers = Layers::open(weights, layer_file::stamp(weights, &file), int8);
+    let layers = Layers::open(weights, cache_file::stamp(weights, &file), int8);
     let dense = |name: &str, n: usize, k: usize| -> Result<Dense, String> {
         layers.dense(name, (n, k), || part(name, n, k))
     };

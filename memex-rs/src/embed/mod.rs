@@ -11,6 +11,7 @@
 //!
 //! Embedding is CPU work: callers run it on a blocking thread, never on the async executor.
 
+mod cache_file;
 pub mod e5;
 mod encoder;
 pub mod hashing;
