@@ -3,16 +3,19 @@
 //! - Every binary starts quicker with its relative relocations packed (`DT_RELR`): the loader
 //!   reads a table of about 100 KB instead of 8.6 MB before `main`. A binary linked so needs
 //!   glibc 2.36 or later to start, so it is asked for only when the binary is built for the
-//!   machine that builds it and that machine's glibc has it.
+//!   machine that builds it and that machine's glibc has it. `MEMEX_NO_PACKED_RELOCS=1` turns
+//!   it off, for a binary built here to run on an older system.
 //! - The hook command is started on every prompt, so it is kept small. Its symbol table is
 //!   dropped (a hook that fails prints nothing and exits 0 by design; `memex inject --explain`
 //!   is the way to see why), and identical functions are folded.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=MEMEX_NO_PACKED_RELOCS");
     let var = |name| std::env::var(name).unwrap_or_default();
     let (target, host, profile) = (var("TARGET"), var("HOST"), var("PROFILE"));
-    if target.ends_with("linux-gnu") && target == host && glibc_has_relr() {
+    let wanted = !matches!(var("MEMEX_NO_PACKED_RELOCS").as_str(), "1" | "true");
+    if wanted && target.ends_with("linux-gnu") && target == host && glibc_has_relr() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
     if target.contains("linux") && profile == "release" {

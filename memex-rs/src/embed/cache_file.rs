@@ -36,20 +36,23 @@ pub(crate) fn stamp(source: &Path, opened: &std::fs::File) -> Option<Vec<u8>> {
     )
 }
 
-/// The file at `path` mapped read-only, when it is a regular file (not a FIFO or a device,
-/// which could block or never end).
+/// The file at `path` mapped read-only (its pages read in at once: every byte is checked
+/// anyway), when it is a regular file: not a FIFO or a device, which could block or never end.
+/// Opened without blocking, and checked on the handle, so that nothing swapped in at the
+/// path in between is read.
 pub(crate) fn map(path: &Path) -> Result<memmap2::Mmap, String> {
-    if !std::fs::metadata(path)
-        .map_err(|e| e.to_string())?
-        .is_file()
-    {
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+    let file = open.open(path).map_err(|e| e.to_string())?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
         return Err("not a regular file".into());
     }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     // SAFETY: mapped read-only. Memex never changes a cache file in place: a new one is written
     // under another name and renamed over it, and the map keeps the old one (a tool that
     // rewrites it in place breaks that, as it would for a model's own mapped files).
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())
+    unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| e.to_string())
 }
 
 /// Writes `parts` one after the other as the file at `path`: into a temporary file of its own

@@ -46,6 +46,9 @@ const MAX_TOKENS: usize = 1 << 24;
 /// The parts of `tokenizer.json` this loader builds from; any other field is ignored.
 #[derive(serde::Deserialize)]
 struct File {
+    version: String,
+    #[serde(default)]
+    post_processor: Option<Kind>,
     #[serde(default)]
     added_tokens: Vec<Added>,
     normalizer: Normalizer,
@@ -246,6 +249,12 @@ fn compile(bytes: &[u8], stamp: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
+    // The post-processor is not run (Memex adds no special tokens), but some change offsets
+    // even so: only these two leave them alone.
+    let post = f.post_processor.as_ref().map(|p| p.kind.as_str());
+    if f.version != "1.0" || !matches!(post, None | Some("TemplateProcessing" | "BertProcessing")) {
+        return None;
+    }
     // Each id of 0..n once.
     let count = m.vocab.len();
     if count == 0 || count > MAX_TOKENS {
@@ -381,7 +390,7 @@ impl Vocab {
         if c.take(stamp_len)? != stamp {
             return Err("made from another tokenizer file or by another version".into());
         }
-        if !(1..=MAX_TOKENS).contains(&count) || !slots.is_power_of_two() || slots <= count {
+        if !(1..=MAX_TOKENS).contains(&count) || slots != (2 * count).next_power_of_two() {
             return Err(format!("{count} tokens in {slots} slots"));
         }
         let settings: Settings =
@@ -408,7 +417,8 @@ impl Vocab {
             bytes,
         };
         // Every token within the token bytes, every slot empty or an id: no lookup can read
-        // out of range or probe forever (more than half the slots are empty).
+        // out of range or probe forever (more than half the slots are empty, as `compile`
+        // makes them).
         let mut at = 0;
         for i in 0..=count {
             let o = v.u32_at(v.offsets, i) as usize;
@@ -435,6 +445,16 @@ impl Vocab {
         v.unk = v
             .id(settings.unk_token.as_bytes())
             .ok_or("the unknown token is not in the vocabulary")?;
+        if let Some(a) = settings
+            .added
+            .iter()
+            .find(|a| v.id(a.content.as_bytes()) != Some(a.id))
+        {
+            return Err(format!(
+                "the added token {} is not the vocabulary's",
+                a.content
+            ));
+        }
         Ok((v, settings))
     }
 
@@ -674,6 +694,15 @@ mod tests {
         let mut json: serde_json::Value = serde_json::from_slice(&tokenizer_json(&[], 12)).unwrap();
         json["normalizer"]["type"] = serde_json::json!("NFC");
         assert!(from_parts(&serde_json::to_vec(&json).unwrap()).is_none());
+        // A post-processor that moves offsets even without special tokens, another version.
+        let mut json: serde_json::Value = serde_json::from_slice(&tokenizer_json(&[], 12)).unwrap();
+        json["post_processor"] = serde_json::json!({"type": "ByteLevel", "trim_offsets": true});
+        assert!(from_parts(&serde_json::to_vec(&json).unwrap()).is_none());
+        json["post_processor"] = serde_json::json!({"type": "BertProcessing",
+            "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]});
+        assert!(from_parts(&serde_json::to_vec(&json).unwrap()).is_some());
+        json["version"] = serde_json::json!("2.0");
+        assert!(from_parts(&serde_json::to_vec(&json).unwrap()).is_none());
         assert!(from_parts(b"{\"model\": {\"type\": \"BPE\"}}").is_none());
     }
 
@@ -767,8 +796,16 @@ mod tests {
         }
         let err = read(full).unwrap_err();
         assert!(err.contains("slots are used"), "{err}");
-        // Fewer slots than tokens, more tokens than the file holds.
+        // Another number of slots than `compile` makes (fewer than the tokens, or twice as
+        // many), more tokens than the file holds.
         assert!(read(set(good.clone(), 24, 16)).is_err());
+        assert!(read(set(good.clone(), 24, 2 * slots as u32)).is_err());
+        // An added token whose id is not its entry's ("[MASK]" is 4, not 5).
+        let at = good.windows(6).position(|w| w == b"\"id\":4").unwrap();
+        let mut moved = good.clone();
+        moved[at + 5] = b'5';
+        let err = read(moved).unwrap_err();
+        assert!(err.contains("added token [MASK]"), "{err}");
         assert!(read(set(good.clone(), 20, 1 << 23)).is_err());
         // Another stamp: not read.
         assert!(Vocab::read(Bytes::Owned(good), b"t").is_err());
