@@ -275,13 +275,38 @@ pub fn search(
             results,
         });
     };
-    let query = vectors
-        .embedder
-        .embed_queries(std::slice::from_ref(&p.query))
+    let deep = depth(p.limit);
+    let words = p.mode == Mode::Hybrid && !terms.is_empty();
+    // The query is embedded on a thread of its own while the words side runs and the vector
+    // tables open: in a process that searches once, the embedding includes loading the model.
+    // The thread keeps the caller's runtime context, in which a remote embedder sends its
+    // request (the service's connection pool, not a runtime of its own per query).
+    let context = tokio::runtime::Handle::try_current().ok();
+    let (query, words_lists) = std::thread::scope(|s| {
+        let embedding = s.spawn(|| {
+            let _entered = context.as_ref().map(tokio::runtime::Handle::enter);
+            vectors
+                .embedder
+                .embed_queries(std::slice::from_ref(&p.query))
+        });
+        let words_lists = if words {
+            layers
+                .iter()
+                .map(|&l| fts_layer(conn, p, &terms, l, deep))
+                .collect::<Result<Vec<_>, _>>()
+        } else {
+            Ok(Vec::new())
+        };
+        rt.block_on(vectors.store.open_tables(layers));
+        let query = embedding
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (query, words_lists)
+    });
+    let query = query
         .map_err(|e| SearchError::Vector(e.into()))?
         .pop()
         .unwrap_or_default();
-    let deep = depth(p.limit);
     // The filter as a LanceDB predicate: the same for every layer.
     let prefilter = Prefilter::of(conn, &p.filter)?;
     let side = VectorSide {
@@ -290,11 +315,10 @@ pub fn search(
         prefilter: &prefilter,
         query: &query,
     };
+    let mut words_lists = words_lists?.into_iter();
     let mut lists = Vec::new();
     for &l in layers {
-        if p.mode == Mode::Hybrid && !terms.is_empty() {
-            lists.push(fts_layer(conn, p, &terms, l, deep)?);
-        }
+        lists.extend(words_lists.next());
         lists.push(side.search(conn, p, l, deep)?);
     }
     let mode = if p.mode == Mode::Vector {

@@ -189,6 +189,14 @@ impl VectorStore {
         }
     }
 
+    /// Opens the tables of `layers` ahead of a search (each is opened once per store); an error
+    /// is left for the search to report.
+    pub async fn open_tables(&self, layers: &[Layer]) {
+        for &l in layers {
+            let _ = self.table(l).await;
+        }
+    }
+
     async fn table_or_create(&self, t: Layer) -> Result<Table, VectorError> {
         if let Some(table) = self.table(t).await? {
             return Ok(table);
