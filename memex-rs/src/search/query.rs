@@ -540,7 +540,9 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
         .flatten()
 }
 
-/// A window of `text` around the first match of any term, matches wrapped in `**`.
+/// A window of `text` around the first match of any term, matches wrapped in `**`. The text's
+/// own `**` (Markdown bold, as in Codex's reasoning titles) is left out, so that in a snippet
+/// `**` only ever marks a match.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     snippet_marked(text, marker(terms).as_ref(), width)
 }
@@ -565,7 +567,8 @@ pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> St
     while !text.is_char_boundary(end) {
         end += 1;
     }
-    let window = &text[start..end];
+    let window = text[start..end].replace("**", "");
+    let window = window.as_str();
     let mut out = String::new();
     if start > 0 {
         out.push('…');
@@ -764,5 +767,19 @@ mod tests {
         assert!(s.contains("**token**"), "{s}");
         let s = snippet(t, &parse_query("认证"), 10);
         assert!(s.starts_with("**认证**"), "{s}");
+    }
+
+    #[test]
+    fn the_texts_own_bold_is_left_out_so_that_marks_never_nest() {
+        let t = "**Inspecting the failing test**\n\nThe fixture pins TZ; **do not** change it.";
+        let s = snippet(t, &parse_query("failing test"), 200);
+        assert_eq!(
+            s,
+            "Inspecting the **failing** **test** The fixture pins TZ; do not change it."
+        );
+        // Found by meaning: nothing is marked, and nothing looks marked.
+        let s = snippet(t, &[], 200);
+        assert!(!s.contains("**"), "{s}");
+        assert!(s.starts_with("Inspecting the failing test"), "{s}");
     }
 }
