@@ -55,14 +55,25 @@ pub(crate) fn map(path: &Path) -> Result<memmap2::Mmap, String> {
     unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| e.to_string())
 }
 
+/// The names of the temporary files [`write`] makes: `.memex-cache-*.tmp`.
+const TEMP_PREFIX: &str = ".memex-cache-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// How old a temporary file must be before a writer takes it for the leftover of a write that
+/// was killed: far longer than any write takes, so that another process's write in progress
+/// is never removed.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Writes `parts` one after the other as the file at `path`: into a temporary file of its own
 /// in the same folder (created exclusively, private to its owner), renamed over `path` once
-/// whole, so that a reader never sees it half written.
+/// whole, so that a reader never sees it half written. Temporary files that killed writes
+/// left in the folder are removed first.
 pub(crate) fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    remove_stale_temporaries(dir);
     let mut f = tempfile::Builder::new()
-        .prefix(".memex-cache-")
-        .suffix(".tmp")
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)?;
     {
         let mut w = std::io::BufWriter::new(f.as_file_mut());
@@ -72,6 +83,37 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
         w.flush()?;
     }
     f.persist(path).map(drop).map_err(|e| e.error)
+}
+
+/// Removes the regular files of `dir` named as [`write`]'s temporaries and last changed at
+/// least [`STALE_TEMP`] ago (links and anything else are left alone). Best effort: a file that
+/// cannot be read or removed stays.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)) {
+            continue;
+        }
+        // Not followed: a link is not a temporary file of ours.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let stale = meta
+            .modified()
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age >= STALE_TEMP);
+        if meta.is_file() && stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Reads little-endian values off the front of a byte slice.
@@ -106,4 +148,52 @@ pub(crate) fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
     let crc = crc32fast::hash(&bytes[32..]);
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_removes_what_killed_writes_left_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = std::time::SystemTime::now() - STALE_TEMP - std::time::Duration::from_secs(60);
+        let aged = |name: &str| {
+            let f = std::fs::File::create(d.join(name)).unwrap();
+            f.set_modified(old).unwrap();
+        };
+        aged(".memex-cache-killed.tmp");
+        // Another process's write in progress, files of other names, and a link.
+        std::fs::write(d.join(".memex-cache-writing.tmp"), b"x").unwrap();
+        aged("model.safetensors");
+        aged(".memex-cache-other.part");
+        let target = d.join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.join(".memex-cache-link.tmp")).unwrap();
+
+        write(&d.join("model.safetensors.int8"), &[b"abc", b"def"]).unwrap();
+
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                ".memex-cache-link.tmp",
+                ".memex-cache-other.part",
+                ".memex-cache-writing.tmp",
+                "model.safetensors",
+                "model.safetensors.int8",
+                "target",
+            ]
+        );
+        assert_eq!(
+            std::fs::read(d.join("model.safetensors.int8")).unwrap(),
+            b"abcdef"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
 }
