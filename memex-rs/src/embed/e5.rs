@@ -101,7 +101,7 @@ fn unpack_q4(blocks: &[u8], out: &mut Vec<f32>) {
 /// most probable split into pieces (Viterbi over the pieces' log-probabilities); a character
 /// no piece covers is `<unk>`.
 struct Unigram {
-    pieces: HashMap<Box<str>, u32>,
+    pieces: Pieces,
     scores: Vec<f32>,
     normalize: HashMap<char, Box<[char]>>,
     unk: u32,
@@ -155,7 +155,7 @@ impl Unigram {
                 if starts[e] - starts[i] > self.longest {
                     break;
                 }
-                if let Some(&id) = self.pieces.get(&buf[starts[i]..starts[e]])
+                if let Some(id) = self.pieces.id(&buf.as_bytes()[starts[i]..starts[e]])
                     && id != self.unk
                 {
                     let s = best[i] + self.scores[id as usize];
@@ -184,6 +184,69 @@ impl Unigram {
         }
         out.reverse();
         out
+    }
+}
+
+/// The vocabulary's pieces: their bytes one after the other, where each begins, and an
+/// open-addressing table of their ids (FNV-1a, linear probing, at most half full). Built in one
+/// pass over the file's own blob and offsets, with no allocation per piece: a map of 250,000
+/// boxed strings took most of a load.
+struct Pieces {
+    blob: Vec<u8>,
+    /// `count + 1` offsets into `blob`, rising.
+    offsets: Vec<u32>,
+    /// `id + 1` of the piece whose bytes hash here (or are pushed on from here); 0 is empty.
+    slots: Vec<u32>,
+}
+
+impl Pieces {
+    /// The table of `blob` cut at `offsets`, leaving out empty pieces and those `skip` names;
+    /// of pieces with the same bytes, the first is kept. The offsets were checked to rise and
+    /// stay within `blob`.
+    fn new(blob: Vec<u8>, offsets: Vec<u32>, skip: impl Fn(u32) -> bool) -> Pieces {
+        let count = offsets.len().saturating_sub(1);
+        let mut p = Pieces {
+            blob,
+            offsets,
+            slots: vec![0; (2 * count).next_power_of_two().max(2)],
+        };
+        let mask = p.slots.len() - 1;
+        for id in 0..count as u32 {
+            let piece = p.piece(id);
+            if piece.is_empty() || skip(id) {
+                continue;
+            }
+            let mut i = super::wordpiece::hash(piece) as usize & mask;
+            loop {
+                match p.slots[i] {
+                    0 => {
+                        p.slots[i] = id + 1;
+                        break;
+                    }
+                    other if p.piece(other - 1) == piece => break,
+                    _ => i = (i + 1) & mask,
+                }
+            }
+        }
+        p
+    }
+
+    fn piece(&self, id: u32) -> &[u8] {
+        let id = id as usize;
+        &self.blob[self.offsets[id] as usize..self.offsets[id + 1] as usize]
+    }
+
+    /// The id of the piece with these bytes.
+    fn id(&self, bytes: &[u8]) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = super::wordpiece::hash(bytes) as usize & mask;
+        loop {
+            match self.slots[i] {
+                0 => return None,
+                slot if self.piece(slot - 1) == bytes => return Some(slot - 1),
+                _ => i = (i + 1) & mask,
+            }
+        }
     }
 }
 
@@ -241,30 +304,28 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         )));
     }
     let blob_len = usize::try_from(c.u64()?).map_err(bad)?;
-    let offsets: Vec<usize> = c
+    let offsets: Vec<u32> = c
         .take((n + 1) * 4)?
         .chunks_exact(4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
     let scores = super::f32s(c.take(n * 4)?);
     let blob = c.take(blob_len)?;
-    let mut pieces = HashMap::with_capacity(n);
     let mut longest = 1;
     for (id, w) in offsets.windows(2).enumerate() {
-        let piece = blob
-            .get(w[0]..w[1])
+        blob.get(w[0] as usize..w[1] as usize)
             .and_then(|b| std::str::from_utf8(b).ok())
             .ok_or_else(|| bad(format!("piece {id} is not text inside the vocabulary")))?;
-        if piece.len() > MAX_PIECE_BYTES {
-            return Err(bad(format!("piece {id} is {} bytes long", piece.len())));
+        let len = (w[1] - w[0]) as usize;
+        if len > MAX_PIECE_BYTES {
+            return Err(bad(format!("piece {id} is {len} bytes long")));
         }
-        longest = longest.max(piece.len());
-        // The control pieces mark a text's ends: `<s>` typed in a text is three characters.
-        let control = [bos, eos, pad, unk].contains(&(id as u32));
-        if !piece.is_empty() && !control {
-            pieces.entry(piece.into()).or_insert(id as u32);
-        }
+        longest = longest.max(len);
     }
+    // The control pieces mark a text's ends: `<s>` typed in a text is three characters.
+    let pieces = Pieces::new(blob.to_vec(), offsets, |id| {
+        [bos, eos, pad, unk].contains(&id)
+    });
     let unk_score = scores.iter().copied().fold(f32::INFINITY, f32::min) - 10.0;
     let entries = c.count("normalisation entries", 1 << 20)?;
     let map_len = c.count("normalisation bytes", 1 << 26)?;
@@ -619,12 +680,14 @@ mod tests {
     use super::*;
 
     fn tokenizer(pieces: &[(&str, f32)]) -> Unigram {
+        let mut offsets = vec![0];
+        let mut blob = Vec::new();
+        for (p, _) in pieces {
+            blob.extend_from_slice(p.as_bytes());
+            offsets.push(blob.len() as u32);
+        }
         Unigram {
-            pieces: pieces
-                .iter()
-                .enumerate()
-                .map(|(i, (p, _))| ((*p).into(), i as u32))
-                .collect(),
+            pieces: Pieces::new(blob, offsets, |id| id < 3),
             scores: pieces.iter().map(|p| p.1).collect(),
             normalize: [('\u{3000}', vec![' '].into()), ('\t', vec![' '].into())]
                 .into_iter()
@@ -670,6 +733,39 @@ mod tests {
         // Offsets: where each piece starts in the original text.
         let offs: Vec<usize> = t.encode("fix 修复").into_iter().map(|p| p.1).collect();
         assert_eq!(offs, vec![0, 3, 4]);
+    }
+
+    fn pieces(words: &[&str], skip: impl Fn(u32) -> bool) -> Pieces {
+        let mut offsets = vec![0];
+        let mut blob = Vec::new();
+        for w in words {
+            blob.extend_from_slice(w.as_bytes());
+            offsets.push(blob.len() as u32);
+        }
+        Pieces::new(blob, offsets, skip)
+    }
+
+    #[test]
+    fn pieces_are_found_by_their_bytes_and_the_first_of_equal_ones_is_kept() {
+        let p = pieces(&["", "a", "ab", "a", "abc", "▁x", "修复"], |id| id == 4);
+        assert_eq!(p.id(b"a"), Some(1));
+        assert_eq!(p.id(b"ab"), Some(2));
+        assert_eq!(p.id("▁x".as_bytes()), Some(5));
+        assert_eq!(p.id("修复".as_bytes()), Some(6));
+        // Left out, empty, or not there.
+        assert_eq!(p.id(b"abc"), None);
+        assert_eq!(p.id(b""), None);
+        assert_eq!(p.id(b"b"), None);
+        assert_eq!(p.id("修".as_bytes()), None);
+        // A vocabulary of many pieces: every one is found again, and nothing else.
+        let words: Vec<String> = (0..5000).map(|i| format!("▁w{i}")).collect();
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        let p = pieces(&refs, |_| false);
+        for (id, w) in refs.iter().enumerate() {
+            assert_eq!(p.id(w.as_bytes()), Some(id as u32), "{w}");
+        }
+        assert_eq!(p.id("▁w5000".as_bytes()), None);
+        assert_eq!(pieces(&[], |_| false).id(b"a"), None);
     }
 
     #[test]

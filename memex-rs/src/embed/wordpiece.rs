@@ -329,8 +329,9 @@ fn compile(bytes: &[u8], stamp: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// FNV-1a: the slots' hash, fixed so that a file means the same to every build.
-fn hash(bytes: &[u8]) -> u32 {
+/// FNV-1a: the slots' hash, fixed so that a file means the same to every build (e5's table of
+/// pieces uses it too).
+pub(super) fn hash(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5, |h, &b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
