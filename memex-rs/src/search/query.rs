@@ -540,9 +540,10 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
         .flatten()
 }
 
-/// A window of `text` around the first match of any term, matches wrapped in `**`. The text's
-/// own `**` (Markdown bold, as in Codex's reasoning titles) is left out, so that in a snippet
-/// `**` only ever marks a match.
+/// A window of `text` around the first match of any term, matches wrapped in `**`. In a
+/// snippet `**` only ever marks a match: the text's own Markdown bold (as in Codex's reasoning
+/// titles) is left out, and any other `*` of the text is escaped as `\*` (`2\*\*31`,
+/// `src/\*\*/\*.rs`). [`unmarked`] gives the text back.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     snippet_marked(text, marker(terms).as_ref(), width)
 }
@@ -567,7 +568,7 @@ pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> St
     while !text.is_char_boundary(end) {
         end += 1;
     }
-    let window = text[start..end].replace("**", "");
+    let window = escape_stars(&text[start..end]);
     let window = window.as_str();
     let mut out = String::new();
     if start > 0 {
@@ -586,6 +587,36 @@ pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> St
         out.push('…');
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` with its Markdown bold (`**words**`) left out and every other `*` escaped (`\*`).
+fn escape_stars(text: &str) -> String {
+    static BOLD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\*\*([^*\s](?:[^*]*[^*\s])?)\*\*").expect("a valid expression")
+    });
+    if !text.contains('*') {
+        return text.to_owned();
+    }
+    BOLD.replace_all(text, "$1").replace('*', "\\*")
+}
+
+/// A snippet's text without its marks, its escaped `*` as they were.
+pub fn unmarked(snippet: &str) -> String {
+    let mut out = String::with_capacity(snippet.len());
+    let mut chars = snippet.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'*') => {
+                out.push('*');
+                chars.next();
+            }
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -781,5 +812,28 @@ mod tests {
         let s = snippet(t, &[], 200);
         assert!(!s.contains("**"), "{s}");
         assert!(s.starts_with("Inspecting the failing test"), "{s}");
+        // Other stars are the text's: escaped, never taken for marks, and given back.
+        for (text, query, want) in [
+            ("x**2 grows fast", "grows", r"x\*\*2 **grows** fast"),
+            (
+                "call f(**kwargs) here",
+                "call",
+                r"**call** f(\*\*kwargs) here",
+            ),
+            ("glob src/**/*.rs", "glob", r"**glob** src/\*\*/\*.rs"),
+            (
+                "***bold italic*** word",
+                "word",
+                r"\*bold italic\* **word**",
+            ),
+            (r"a \* b", "b", r"a \\* **b**"),
+        ] {
+            let s = snippet(text, &parse_query(query), 200);
+            assert_eq!(s, want, "{text}");
+            let plain = unmarked(&s);
+            assert_eq!(plain, escape_stars(text).replace(r"\*", "*"), "{text}: {s}");
+            assert!(!plain.contains("**") || text.contains("**"), "{plain}");
+        }
+        assert_eq!(unmarked(r"2\*\*31 is **big**"), "2**31 is big");
     }
 }
