@@ -85,9 +85,9 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     f.persist(path).map(drop).map_err(|e| e.error)
 }
 
-/// Removes the regular files of `dir` named as [`write`]'s temporaries and last changed at
-/// least [`STALE_TEMP`] ago (links and anything else are left alone). Best effort: a file that
-/// cannot be read or removed stays.
+/// Removes the regular files of `dir` that this user owns, named as [`write`]'s temporaries
+/// and last changed at least [`STALE_TEMP`] ago (links, folders and other users' files are
+/// left alone). Best effort: a file that cannot be read or removed stays.
 fn remove_stale_temporaries(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -110,7 +110,15 @@ fn remove_stale_temporaries(dir: &Path) {
             .ok()
             .and_then(|t| now.duration_since(t).ok())
             .is_some_and(|age| age >= STALE_TEMP);
-        if meta.is_file() && stale {
+        #[cfg(unix)]
+        let ours = {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            meta.uid() == unsafe { libc::geteuid() }
+        };
+        #[cfg(not(unix))]
+        let ours = true;
+        if meta.is_file() && stale && ours {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -164,13 +172,43 @@ mod tests {
             f.set_modified(old).unwrap();
         };
         aged(".memex-cache-killed.tmp");
-        // Another process's write in progress, files of other names, and a link.
+        // Another process's write in progress, files of other names, a link to an old file
+        // (the link old too), and an old folder.
         std::fs::write(d.join(".memex-cache-writing.tmp"), b"x").unwrap();
         aged("model.safetensors");
         aged(".memex-cache-other.part");
         let target = d.join("target");
         std::fs::write(&target, b"keep").unwrap();
-        std::os::unix::fs::symlink(&target, d.join(".memex-cache-link.tmp")).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&target)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let link = d.join(".memex-cache-link.tmp");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let secs = old.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as libc::time_t;
+        let times = [libc::timespec {
+            tv_sec: secs,
+            tv_nsec: 0,
+        }; 2];
+        let c = std::ffi::CString::new(link.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path and two timespecs; the link itself is changed, not its target.
+        let rc = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        assert_eq!(rc, 0);
+        let folder = d.join(".memex-cache-folder.tmp");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::File::open(&folder)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
 
         write(&d.join("model.safetensors.int8"), &[b"abc", b"def"]).unwrap();
 
@@ -182,6 +220,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                ".memex-cache-folder.tmp",
                 ".memex-cache-link.tmp",
                 ".memex-cache-other.part",
                 ".memex-cache-writing.tmp",
