@@ -187,24 +187,39 @@ impl Unigram {
     }
 }
 
-/// The vocabulary's pieces: their bytes one after the other, where each begins, and an
-/// open-addressing table of their ids (FNV-1a, linear probing, at most half full). Built in one
-/// pass over the file's own blob and offsets, with no allocation per piece: a map of 250,000
-/// boxed strings took most of a load.
+/// The vocabulary's pieces: their bytes one after the other (a copy of the file's), where
+/// each begins, and an open-addressing table of their ids (FNV-1a, linear probing, at most
+/// half full), each slot with its piece's hash so that a probe rarely reads a piece. Built in
+/// one pass with no allocation per piece: a map of 250,000 boxed strings took most of a load.
 struct Pieces {
     blob: Vec<u8>,
     /// `count + 1` offsets into `blob`, rising.
     offsets: Vec<u32>,
-    /// `id + 1` of the piece whose bytes hash here (or are pushed on from here); 0 is empty.
-    slots: Vec<u32>,
+    /// The hash of a piece in the high half, its `id + 1` in the low; 0 is empty.
+    slots: Vec<u64>,
 }
 
 impl Pieces {
-    /// The table of `blob` cut at `offsets`, leaving out empty pieces and those `skip` names;
-    /// of pieces with the same bytes, the first is kept. The offsets were checked to rise and
-    /// stay within `blob`.
-    fn new(blob: Vec<u8>, offsets: Vec<u32>, skip: impl Fn(u32) -> bool) -> Pieces {
+    /// The table of `blob` cut at `offsets` (each piece at most `max_len` bytes), leaving out
+    /// empty pieces and those `skip` names; of pieces with the same bytes, the first is kept.
+    /// Offsets that fall or leave the blob are refused, with the piece they make. Pieces are
+    /// compared as bytes with pieces of a text, so one that is not text is never found:
+    /// checking that they are would cost more than building the table (10 ms for e5's 2.6 MB).
+    fn new(
+        blob: Vec<u8>,
+        offsets: Vec<u32>,
+        max_len: usize,
+        skip: impl Fn(u32) -> bool,
+    ) -> Result<Pieces, String> {
         let count = offsets.len().saturating_sub(1);
+        for (id, w) in offsets.windows(2).enumerate() {
+            if w[0] > w[1] || w[1] as usize > blob.len() {
+                return Err(format!("piece {id} does not lie inside the vocabulary"));
+            }
+            if (w[1] - w[0]) as usize > max_len {
+                return Err(format!("piece {id} is {} bytes long", w[1] - w[0]));
+            }
+        }
         let mut p = Pieces {
             blob,
             offsets,
@@ -216,19 +231,21 @@ impl Pieces {
             if piece.is_empty() || skip(id) {
                 continue;
             }
-            let mut i = super::wordpiece::hash(piece) as usize & mask;
+            let hash = super::wordpiece::hash(piece);
+            let mut i = hash as usize & mask;
             loop {
-                match p.slots[i] {
-                    0 => {
-                        p.slots[i] = id + 1;
-                        break;
-                    }
-                    other if p.piece(other - 1) == piece => break,
-                    _ => i = (i + 1) & mask,
+                let slot = p.slots[i];
+                if slot == 0 {
+                    p.slots[i] = (u64::from(hash) << 32) | u64::from(id + 1);
+                    break;
                 }
+                if (slot >> 32) as u32 == hash && p.piece(slot as u32 - 1) == piece {
+                    break;
+                }
+                i = (i + 1) & mask;
             }
         }
-        p
+        Ok(p)
     }
 
     fn piece(&self, id: u32) -> &[u8] {
@@ -239,14 +256,27 @@ impl Pieces {
     /// The id of the piece with these bytes.
     fn id(&self, bytes: &[u8]) -> Option<u32> {
         let mask = self.slots.len() - 1;
-        let mut i = super::wordpiece::hash(bytes) as usize & mask;
+        let hash = super::wordpiece::hash(bytes);
+        let mut i = hash as usize & mask;
         loop {
-            match self.slots[i] {
-                0 => return None,
-                slot if self.piece(slot - 1) == bytes => return Some(slot - 1),
-                _ => i = (i + 1) & mask,
+            let slot = self.slots[i];
+            if slot == 0 {
+                return None;
             }
+            if (slot >> 32) as u32 == hash && self.piece(slot as u32 - 1) == bytes {
+                return Some(slot as u32 - 1);
+            }
+            i = (i + 1) & mask;
         }
+    }
+
+    /// The longest piece's length in bytes.
+    fn longest(&self) -> usize {
+        self.offsets
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -311,21 +341,12 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         .collect();
     let scores = super::f32s(c.take(n * 4)?);
     let blob = c.take(blob_len)?;
-    let mut longest = 1;
-    for (id, w) in offsets.windows(2).enumerate() {
-        blob.get(w[0] as usize..w[1] as usize)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .ok_or_else(|| bad(format!("piece {id} is not text inside the vocabulary")))?;
-        let len = (w[1] - w[0]) as usize;
-        if len > MAX_PIECE_BYTES {
-            return Err(bad(format!("piece {id} is {len} bytes long")));
-        }
-        longest = longest.max(len);
-    }
     // The control pieces mark a text's ends: `<s>` typed in a text is three characters.
-    let pieces = Pieces::new(blob.to_vec(), offsets, |id| {
+    let pieces = Pieces::new(blob.to_vec(), offsets, MAX_PIECE_BYTES, |id| {
         [bos, eos, pad, unk].contains(&id)
-    });
+    })
+    .map_err(bad)?;
+    let longest = pieces.longest().max(1);
     let unk_score = scores.iter().copied().fold(f32::INFINITY, f32::min) - 10.0;
     let entries = c.count("normalisation entries", 1 << 20)?;
     let map_len = c.count("normalisation bytes", 1 << 26)?;
@@ -687,7 +708,7 @@ mod tests {
             offsets.push(blob.len() as u32);
         }
         Unigram {
-            pieces: Pieces::new(blob, offsets, |id| id < 3),
+            pieces: Pieces::new(blob, offsets, MAX_PIECE_BYTES, |id| id < 3).unwrap(),
             scores: pieces.iter().map(|p| p.1).collect(),
             normalize: [('\u{3000}', vec![' '].into()), ('\t', vec![' '].into())]
                 .into_iter()
@@ -742,7 +763,7 @@ mod tests {
             blob.extend_from_slice(w.as_bytes());
             offsets.push(blob.len() as u32);
         }
-        Pieces::new(blob, offsets, skip)
+        Pieces::new(blob, offsets, MAX_PIECE_BYTES, skip).unwrap()
     }
 
     #[test]
@@ -766,6 +787,36 @@ mod tests {
         }
         assert_eq!(p.id("▁w5000".as_bytes()), None);
         assert_eq!(pieces(&[], |_| false).id(b"a"), None);
+        // A left-out control piece does not hide a later piece of the same bytes.
+        let p = pieces(&["<s>", "x", "<s>"], |id| id == 0);
+        assert_eq!(p.id(b"<s>"), Some(2));
+    }
+
+    #[test]
+    fn offsets_outside_the_vocabulary_are_refused_and_pieces_that_are_not_text_never_match() {
+        let refused = |blob: &[u8], offsets: &[u32]| {
+            Pieces::new(blob.to_vec(), offsets.to_vec(), 8, |_| false)
+                .err()
+                .unwrap_or_else(|| panic!("{offsets:?} accepted"))
+        };
+        let blob = "ab修c".as_bytes();
+        // Falling, past the blob, a piece too long.
+        assert!(refused(blob, &[0, 2, 1, 6]).contains("piece 1 does not lie"));
+        assert!(refused(blob, &[0, 2, 7]).contains("piece 1 does not lie"));
+        assert!(refused(b"aaaaaaaaaa", &[0, 10]).contains("10 bytes long"));
+        let p = Pieces::new(blob.to_vec(), vec![0, 2, 5, 6], 8, |_| false).unwrap();
+        assert_eq!((p.id("修".as_bytes()), p.longest()), (Some(1), 3));
+        // `ab` with the first byte of 修, and its other two: kept, but no text has those bytes.
+        let blob = "xab修c".as_bytes();
+        let p = Pieces::new(blob.to_vec(), vec![0, 1, 4, 6, 7], 8, |_| false).unwrap();
+        assert_eq!((p.id(&blob[1..4]), p.id(&blob[4..6])), (Some(1), Some(2)));
+        let t = Unigram {
+            pieces: p,
+            ..tokenizer(&[("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("c", -1.0)])
+        };
+        // `▁ab修` is one unknown run; `c` is piece 3.
+        let ids: Vec<u32> = t.encode("ab修c").iter().map(|p| p.0).collect();
+        assert_eq!(ids, [0, 3]);
     }
 
     #[test]
