@@ -568,52 +568,100 @@ pub fn snippet_marked(text: &str, re: Option<&regex::Regex>, width: usize) -> St
     while !text.is_char_boundary(end) {
         end += 1;
     }
-    let window = escape_stars(&text[start..end]);
-    let window = window.as_str();
-    let mut out = String::new();
+    let window = without_bold(&text[start..end]);
+    let mut out = Vec::with_capacity(window.len() + 8);
     if start > 0 {
-        out.push('…');
+        out.push(Out::Text('…'));
     }
     let mut at = 0;
-    for m in re.into_iter().flat_map(|r| whole_words(r, window)) {
-        out.push_str(&window[at..m.start()]);
-        out.push_str("**");
-        out.push_str(m.as_str());
-        out.push_str("**");
+    for m in re.into_iter().flat_map(|r| whole_words(r, &window)) {
+        out.extend(window[at..m.start()].chars().map(Out::Text));
+        out.push(Out::Mark);
+        out.extend(m.as_str().chars().map(Out::Text));
+        out.push(Out::Mark);
         at = m.end();
     }
-    out.push_str(&window[at..]);
+    out.extend(window[at..].chars().map(Out::Text));
     if end < text.len() {
-        out.push('…');
+        out.push(Out::Text('…'));
     }
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
+    escaped(&out)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
-/// `text` with its Markdown bold (`**words**`) left out and every other `*` escaped (`\*`).
-fn escape_stars(text: &str) -> String {
+/// What a snippet is made of: the text's characters and the marks around matches.
+#[derive(Clone, Copy, PartialEq)]
+enum Out {
+    Text(char),
+    Mark,
+}
+
+/// The snippet as text: each mark is `**`, each of the text's `*` is `\*`, and a backslash of
+/// the text is doubled where it would otherwise be read with what follows it (a star, a
+/// backslash or a mark); elsewhere it stays as it is (`C:\Users`). [`unmarked`] reads it back.
+fn escaped(out: &[Out]) -> String {
+    let mut s = String::with_capacity(out.len() + 8);
+    for (i, o) in out.iter().enumerate() {
+        match o {
+            Out::Mark => s.push_str("**"),
+            Out::Text('*') => s.push_str("\\*"),
+            Out::Text('\\') => {
+                let next = out.get(i + 1);
+                let read_with_next =
+                    matches!(next, Some(Out::Mark | Out::Text('*') | Out::Text('\\')));
+                s.push_str(if read_with_next { "\\\\" } else { "\\" });
+            }
+            Out::Text(c) => s.push(*c),
+        }
+    }
+    s
+}
+
+/// `text` without the markers of its Markdown bold (`**words**` between characters that are
+/// not letters or digits, so that `2**31 and 2**32` and `f(**a) g(**b)` are left as they are).
+fn without_bold(text: &str) -> std::borrow::Cow<'_, str> {
     static BOLD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"\*\*([^*\s](?:[^*]*[^*\s])?)\*\*").expect("a valid expression")
     });
-    if !text.contains('*') {
-        return text.to_owned();
+    if !text.contains("**") {
+        return text.into();
     }
-    BOLD.replace_all(text, "$1").replace('*', "\\*")
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut from) = (0, 0);
+    while let Some(c) = BOLD.captures_at(text, from) {
+        let (whole, inner) = (c.get(0).expect("the match"), c.get(1).expect("group 1"));
+        if word(text[..whole.start()].chars().next_back())
+            || word(text[whole.end()..].chars().next())
+        {
+            // Not bold: these two stars may still open a pair further on.
+            from = whole.start() + 2;
+            continue;
+        }
+        out.push_str(&text[copied..whole.start()]);
+        out.push_str(inner.as_str());
+        (copied, from) = (whole.end(), whole.end());
+    }
+    out.push_str(&text[copied..]);
+    out.into()
 }
 
-/// A snippet's text without its marks, its escaped `*` as they were.
+/// A snippet's text without its marks, with the text's `*` and `\` as they were.
 pub fn unmarked(snippet: &str) -> String {
     let mut out = String::with_capacity(snippet.len());
     let mut chars = snippet.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'*') => {
-                out.push('*');
+        match (c, chars.peek()) {
+            ('\\', Some(&next @ ('*' | '\\'))) => {
+                out.push(next);
                 chars.next();
             }
-            '*' if chars.peek() == Some(&'*') => {
+            ('*', Some('*')) => {
                 chars.next();
             }
-            c => out.push(c),
+            (c, _) => out.push(c),
         }
     }
     out
@@ -826,13 +874,18 @@ mod tests {
                 "word",
                 r"\*bold italic\* **word**",
             ),
-            (r"a \* b", "b", r"a \\* **b**"),
+            ("2**31 and 2**32 fit", "fit", r"2\*\*31 and 2\*\*32 **fit**"),
+            ("f(**a) g(**b) ok", "ok", r"f(\*\*a) g(\*\*b) **ok**"),
+            ("**Note**bar", "zzz", r"\*\*Note\*\*bar"),
+            // Backslashes: left alone, doubled only before a star, a backslash or a mark.
+            (r"C:\Users\me", "users", r"C:\\**Users**\me"),
+            (r"a \* b", "b", r"a \\\* **b**"),
+            (r"\\server\share", "share", r"\\\server\\**share**"),
         ] {
             let s = snippet(text, &parse_query(query), 200);
             assert_eq!(s, want, "{text}");
-            let plain = unmarked(&s);
-            assert_eq!(plain, escape_stars(text).replace(r"\*", "*"), "{text}: {s}");
-            assert!(!plain.contains("**") || text.contains("**"), "{plain}");
+            let bold_left_out = without_bold(text);
+            assert_eq!(unmarked(&s), bold_left_out, "{text}: {s}");
         }
         assert_eq!(unmarked(r"2\*\*31 is **big**"), "2**31 is big");
     }
