@@ -162,6 +162,7 @@ pub(crate) fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn a_write_removes_what_killed_writes_left_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
