@@ -206,8 +206,8 @@ fn marker(terms: &[search::query::Term]) -> Option<regex::Regex> {
     search::query::any_of(&words)
 }
 
-/// The snippet without its `**` markers (its escaped `*` as they were), cut into pieces with
-/// what `re` finds marked.
+/// The snippet without its `**` markers (its escaped `*` and `\` as they were), cut into
+/// pieces with what `re` finds marked.
 fn pieces(snippet: &str, re: Option<&regex::Regex>) -> Vec<(String, bool)> {
     let text = search::query::unmarked(snippet);
     let Some(re) = re else {
