@@ -106,7 +106,6 @@ struct Unigram {
     normalize: HashMap<char, Box<[char]>>,
     unk: u32,
     unk_score: f32,
-    longest: usize,
     bos: u32,
     eos: u32,
 }
@@ -152,7 +151,7 @@ impl Unigram {
                 continue;
             }
             for e in i + 1..=n {
-                if starts[e] - starts[i] > self.longest {
+                if starts[e] - starts[i] > self.pieces.longest {
                     break;
                 }
                 if let Some(id) = self.pieces.id(&buf.as_bytes()[starts[i]..starts[e]])
@@ -197,6 +196,8 @@ struct Pieces {
     offsets: Vec<u32>,
     /// The hash of a piece in the high half, its `id + 1` in the low; 0 is empty.
     slots: Vec<u64>,
+    /// The longest piece's length in bytes.
+    longest: usize,
 }
 
 impl Pieces {
@@ -213,37 +214,32 @@ impl Pieces {
         skip: impl Fn(u32) -> bool,
     ) -> Result<Pieces, String> {
         let count = offsets.len().saturating_sub(1);
+        let mut longest = 0;
         for (id, w) in offsets.windows(2).enumerate() {
             if w[0] > w[1] || w[1] as usize > blob.len() {
                 return Err(format!("piece {id} does not lie inside the vocabulary"));
             }
-            if (w[1] - w[0]) as usize > max_len {
-                return Err(format!("piece {id} is {} bytes long", w[1] - w[0]));
+            let len = (w[1] - w[0]) as usize;
+            if len > max_len {
+                return Err(format!("piece {id} is {len} bytes long"));
             }
+            longest = longest.max(len);
         }
         let mut p = Pieces {
             blob,
             offsets,
             slots: vec![0; (2 * count).next_power_of_two().max(2)],
+            longest,
         };
-        let mask = p.slots.len() - 1;
         for id in 0..count as u32 {
             let piece = p.piece(id);
             if piece.is_empty() || skip(id) {
                 continue;
             }
             let hash = super::wordpiece::hash(piece);
-            let mut i = hash as usize & mask;
-            loop {
-                let slot = p.slots[i];
-                if slot == 0 {
-                    p.slots[i] = (u64::from(hash) << 32) | u64::from(id + 1);
-                    break;
-                }
-                if (slot >> 32) as u32 == hash && p.piece(slot as u32 - 1) == piece {
-                    break;
-                }
-                i = (i + 1) & mask;
+            // Of equal pieces the first stays.
+            if let Err(empty) = p.find(piece, hash) {
+                p.slots[empty] = (u64::from(hash) << 32) | u64::from(id + 1);
             }
         }
         Ok(p)
@@ -256,28 +252,24 @@ impl Pieces {
 
     /// The id of the piece with these bytes.
     fn id(&self, bytes: &[u8]) -> Option<u32> {
+        self.find(bytes, super::wordpiece::hash(bytes)).ok()
+    }
+
+    /// The id of the piece with these bytes (whose hash is `hash`), or the empty slot where
+    /// the probe for it ended. The table is at most half full, so the probe ends.
+    fn find(&self, bytes: &[u8], hash: u32) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
-        let hash = super::wordpiece::hash(bytes);
         let mut i = hash as usize & mask;
         loop {
             let slot = self.slots[i];
             if slot == 0 {
-                return None;
+                return Err(i);
             }
             if (slot >> 32) as u32 == hash && self.piece(slot as u32 - 1) == bytes {
-                return Some(slot as u32 - 1);
+                return Ok(slot as u32 - 1);
             }
             i = (i + 1) & mask;
         }
-    }
-
-    /// The longest piece's length in bytes.
-    fn longest(&self) -> usize {
-        self.offsets
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0)
     }
 }
 
@@ -347,7 +339,6 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
         [bos, eos, pad, unk].contains(&id)
     })
     .map_err(bad)?;
-    let longest = pieces.longest().max(1);
     let unk_score = scores.iter().copied().fold(f32::INFINITY, f32::min) - 10.0;
     let entries = c.count("normalisation entries", 1 << 20)?;
     let map_len = c.count("normalisation bytes", 1 << 26)?;
@@ -400,7 +391,6 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
             normalize,
             unk,
             unk_score,
-            longest,
             bos,
             eos,
         },
@@ -701,22 +691,16 @@ impl Embedder for E5 {
 mod tests {
     use super::*;
 
-    fn tokenizer(pieces: &[(&str, f32)]) -> Unigram {
-        let mut offsets = vec![0];
-        let mut blob = Vec::new();
-        for (p, _) in pieces {
-            blob.extend_from_slice(p.as_bytes());
-            offsets.push(blob.len() as u32);
-        }
+    fn tokenizer(scored: &[(&str, f32)]) -> Unigram {
+        let words: Vec<&str> = scored.iter().map(|p| p.0).collect();
         Unigram {
-            pieces: Pieces::new(blob, offsets, MAX_PIECE_BYTES, |id| id < 3).unwrap(),
-            scores: pieces.iter().map(|p| p.1).collect(),
+            pieces: pieces(&words, |id| id < 3),
+            scores: scored.iter().map(|p| p.1).collect(),
             normalize: [('\u{3000}', vec![' '].into()), ('\t', vec![' '].into())]
                 .into_iter()
                 .collect(),
             unk: 0,
             unk_score: -30.0,
-            longest: pieces.iter().map(|p| p.0.len()).max().unwrap(),
             bos: 1,
             eos: 2,
         }
@@ -806,7 +790,7 @@ mod tests {
         assert!(refused(blob, &[0, 2, 7]).contains("piece 1 does not lie"));
         assert!(refused(b"aaaaaaaaaa", &[0, 10]).contains("10 bytes long"));
         let p = Pieces::new(blob.to_vec(), vec![0, 2, 5, 6], 8, |_| false).unwrap();
-        assert_eq!((p.id("修".as_bytes()), p.longest()), (Some(1), 3));
+        assert_eq!((p.id("修".as_bytes()), p.longest), (Some(1), 3));
         // `ab` with the first byte of 修, and its other two: kept, but no text has those bytes.
         let blob = "xab修c".as_bytes();
         let p = Pieces::new(blob.to_vec(), vec![0, 1, 4, 6, 7], 8, |_| false).unwrap();

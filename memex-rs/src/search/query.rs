@@ -541,9 +541,9 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
 }
 
 /// A window of `text` around the first match of any term, matches wrapped in `**`. In a
-/// snippet `**` only ever marks a match: the text's own Markdown bold (as in Codex's reasoning
-/// titles) is left out, and any other `*` of the text is escaped as `\*` (`2\*\*31`,
-/// `src/\*\*/\*.rs`). [`unmarked`] gives the text back.
+/// snippet `**` only ever marks a match: the markers of the text's own Markdown bold (as in
+/// Codex's reasoning titles) are left out ([`without_bold`]) and the rest is escaped
+/// ([`escaped`]). [`unmarked`] gives the text back.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     snippet_marked(text, marker(terms).as_ref(), width)
 }
