@@ -1,10 +1,10 @@
-//! The writer's part: one batch and its file cursor in one transaction (sessions, messages,
-//! raw blocks, search rows, edits), keeping what the user forgot forgotten.
+//! The writer's part: a batch and its file cursor stored together or not at all (sessions,
+//! messages, raw blocks, search rows, edits), keeping what the user forgot forgotten.
 
 use std::collections::{HashMap, HashSet};
 
 use ai_cli_session_collector::{Edit, MessageKind, ParsedMessage};
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -30,7 +30,64 @@ pub fn apply(conn: &mut Connection, b: &Batch) -> rusqlite::Result<Applied> {
     Ok(applied)
 }
 
-fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
+/// What became of one batch of [`apply_all`].
+#[derive(Debug)]
+pub enum Outcome {
+    Stored(Applied),
+    /// Not stored, and nothing of it is in the archive.
+    Failed(rusqlite::Error),
+    /// Not tried: an earlier batch of the same file failed, and this one's cursor is past it.
+    Skipped,
+}
+
+/// Writes batches, each with its file cursor, in one transaction. One commit for several
+/// batches writes the pages they share (the B-trees' right edges, the full-text index's
+/// structure) once, and the full-text index gets one segment for all of them instead of one
+/// per batch. When anything fails, that transaction is rolled back whole and the batches are
+/// written again one transaction each, so that a failing batch takes no other with it and its
+/// file's later batches are skipped (storing their cursor would skip the lost batch for good).
+/// No savepoints: FTS5 writes a segment at each one, and an error after which SQLite rolls back
+/// the whole transaction (a full disk, an I/O error) would end every savepoint with it.
+pub fn apply_all(conn: &mut Connection, batches: &[Batch]) -> Vec<Outcome> {
+    if batches.len() > 1 {
+        let together = (|| {
+            let tx = conn.transaction()?;
+            let applied = batches
+                .iter()
+                .map(|b| apply_in(&tx, b))
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            tx.commit()?;
+            Ok::<_, rusqlite::Error>(applied)
+        })();
+        // On error the transaction was rolled back when dropped.
+        match together {
+            Ok(applied) => return applied.into_iter().map(Outcome::Stored).collect(),
+            Err(e) => tracing::debug!(
+                batches = batches.len(),
+                error = %e,
+                "batches written together failed; writing them one by one"
+            ),
+        }
+    }
+    let mut failed: HashSet<&std::path::Path> = HashSet::new();
+    batches
+        .iter()
+        .map(|b| {
+            if failed.contains(b.path.as_path()) {
+                return Outcome::Skipped;
+            }
+            match apply(conn, b) {
+                Ok(a) => Outcome::Stored(a),
+                Err(e) => {
+                    failed.insert(&b.path);
+                    Outcome::Failed(e)
+                }
+            }
+        })
+        .collect()
+}
+
+fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     let now = chrono::Utc::now().timestamp_millis();
     let path = b.path.to_string_lossy();
     let cursor_json = serde_json::to_string(&b.cursor).unwrap_or_default();
@@ -203,7 +260,7 @@ fn apply_in(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Applied> {
 /// again): the latest copy wins, the original position and prompt number stay. Returns the
 /// message's id and the raw block it pointed at before, when anything changed.
 fn update_existing(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     row: &MessageParams<'_>,
 ) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
     let p = row.p;
@@ -234,7 +291,7 @@ fn update_existing(
 /// (a rewritten document read again would otherwise store a full copy each time), and every
 /// kept block is counted in `raw_refs`.
 fn keep_used_records(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     b: &Batch,
     block_ids: &[i64],
     uses: &HashMap<i64, RawRef>,
@@ -295,7 +352,7 @@ struct Forgotten {
 }
 
 impl Forgotten {
-    fn load(tx: &Transaction<'_>, b: &Batch) -> rusqlite::Result<Forgotten> {
+    fn load(tx: &Connection, b: &Batch) -> rusqlite::Result<Forgotten> {
         let mut f = Forgotten {
             sessions: HashSet::new(),
             messages: HashSet::new(),
@@ -485,7 +542,7 @@ impl<'a> MessageParams<'a> {
 }
 
 fn upsert_session(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     agent: &str,
     s: &PreparedSession,
     path: &str,
@@ -535,12 +592,7 @@ fn upsert_session(
     )
 }
 
-fn ensure_session(
-    tx: &Transaction<'_>,
-    agent: &str,
-    sid: &str,
-    path: &str,
-) -> rusqlite::Result<i64> {
+fn ensure_session(tx: &Connection, agent: &str, sid: &str, path: &str) -> rusqlite::Result<i64> {
     tx.query_row(
         "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
          ON CONFLICT (agent, session_id) DO UPDATE SET agent = excluded.agent RETURNING id",
@@ -549,7 +601,7 @@ fn ensure_session(
     )
 }
 
-fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Result<i64> {
+fn session_pk_of(tx: &Connection, agent: &str, sid: &str) -> rusqlite::Result<i64> {
     ensure_session(tx, agent, sid, "")
 }
 
@@ -558,7 +610,7 @@ fn session_pk_of(tx: &Transaction<'_>, agent: &str, sid: &str) -> rusqlite::Resu
 /// number again; a rolled-back one keeps its number), and places sub-agent messages
 /// (read from their own files, without the parent's prompt counter) in the talk that was running
 /// when they were written.
-pub(in crate::store) fn refresh_session(tx: &Transaction<'_>, pk: i64) -> rusqlite::Result<()> {
+pub(in crate::store) fn refresh_session(tx: &Connection, pk: i64) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE messages SET prompt_number = COALESCE((
             SELECT MAX(p.prompt_number) FROM messages p

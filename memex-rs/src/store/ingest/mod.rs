@@ -2,7 +2,7 @@
 //!
 //! Parser threads read each file from its stored cursor through its adapter and *prepare* a
 //! batch (redaction, compression, FTS text) so that the writer thread does nothing but write.
-//! A batch and the file's new cursor commit in one transaction: a crash at any moment loses
+//! A batch and the file's new cursor commit together: a crash at any moment loses
 //! nothing and duplicates nothing, and `(session, message_id)` is unique so re-reading a file
 //! from the start never duplicates either.
 
@@ -12,7 +12,7 @@ mod gone;
 mod prepare;
 
 pub(super) use apply::refresh_session;
-pub use apply::{Applied, apply, resolve_project_hashes};
+pub use apply::{Applied, Outcome, apply, apply_all, resolve_project_hashes};
 pub use discover::{Job, discover, git_root};
 pub use gone::{mark_gone, mark_gone_under, mark_path_gone};
 pub(super) use prepare::redacted_title_tally;
@@ -232,6 +232,15 @@ pub fn ingest_file(
     }
 }
 
+/// Prepared batches that may wait for the writer: two per parser thread, and at least
+/// [`QUEUED_MIN`]. They bound an import's memory, and the writer writes what waits in one
+/// transaction (at most [`GROUP_MAX`] batches, and none more once they hold [`GROUP_BYTES`]
+/// of source, which bounds the WAL's growth to about that plus one batch).
+const QUEUED_PER_PARSER: usize = 2;
+const QUEUED_MIN: usize = 8;
+const GROUP_MAX: usize = 16;
+const GROUP_BYTES: u64 = 16 << 20;
+
 /// Progress of an import, for a progress bar.
 pub enum Progress {
     Total { files: u64, bytes: u64 },
@@ -262,7 +271,8 @@ pub fn import(
     let report = Arc::new(Mutex::new(ImportReport::default()));
     let mut sessions: HashSet<(&'static str, String)> = HashSet::new();
     // Bounded: at most this many prepared batches wait for the writer, which caps memory.
-    let (btx, brx) = mpsc::sync_channel::<Batch>(opts.threads.max(1) * 2);
+    let (btx, brx) =
+        mpsc::sync_channel::<Batch>((opts.threads.max(1) * QUEUED_PER_PARSER).max(QUEUED_MIN));
     // Written batches go back to the parser threads to be dropped there. A batch's strings
     // come from its parser's malloc arena; freed on the writer thread, each free takes that
     // arena's lock while the parser allocates from it, and the writer spent most of its waits
@@ -323,71 +333,82 @@ pub fn import(
         // The caller's thread feeds the writer. On stop it leaves at once: the batches not
         // written are dropped whole (each file's cursor is still at the last written one), and
         // the parsers see the channel close.
-        for b in brx {
+        // The batches waiting when the writer is free are written together, in one transaction
+        // (`apply_all`): a lone batch is written at once, and an import that keeps the writer
+        // busy commits less often.
+        while let Ok(first) = brx.recv() {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            if failed.lock().unwrap().contains_key(&b.path) {
+            let mut bytes = first.bytes;
+            let mut group = vec![first];
+            while group.len() < GROUP_MAX
+                && bytes < GROUP_BYTES
+                && !stop.load(Ordering::Relaxed)
+                && let Ok(b) = brx.try_recv()
+            {
+                bytes += b.bytes;
+                group.push(b);
+            }
+            group.retain(|b| !failed.lock().unwrap().contains_key(&b.path));
+            if group.is_empty() {
                 continue;
             }
-            let job = Job {
-                agent: b.agent,
-                root: b.root.clone(),
-                path: b.path.clone(),
-            };
-            let bytes = b.bytes;
-            let file = b.path.display().to_string();
-            let issues: Vec<FileError> = b
-                .issues
-                .iter()
-                .map(|i| FileError {
-                    file: file.clone(),
-                    line: i.line,
-                    reason: if i.kept {
-                        format!("{} (kept)", i.reason)
-                    } else {
-                        i.reason.clone()
-                    },
-                })
-                .collect();
-            let bad = b.issues.iter().filter(|i| !i.kept).count() as u64;
-            // The sessions this batch touches (a handful, whatever the number of messages).
-            let sids: HashSet<&str> = b
-                .messages
-                .iter()
-                .map(|m| m.m.session_id.as_str())
-                .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
-                .collect();
-            let sids: Vec<(&'static str, String)> =
-                sids.into_iter().map(|s| (b.agent, s.to_owned())).collect();
-            let (applied, b) = writer.call(move |c| (apply(c, &b), b))?;
-            // Dropped by a parser thread; after the last file, when this function returns.
-            let _ = done_tx.send(b);
-            let mut r = report.lock().unwrap();
-            match applied {
-                Ok(a) => {
-                    if a.inserted + a.updated > 0 {
-                        r.touched.extend(a.sessions.iter().copied());
+            let (outcomes, group) = writer.call(move |c| (apply_all(c, &group), group))?;
+            for (b, outcome) in group.iter().zip(outcomes) {
+                let mut r = report.lock().unwrap();
+                match outcome {
+                    Outcome::Skipped => continue,
+                    Outcome::Stored(a) => {
+                        if a.inserted + a.updated > 0 {
+                            r.touched.extend(a.sessions.iter().copied());
+                        }
+                        r.messages += a.inserted;
+                        r.messages_updated += a.updated;
+                        r.prompts += a.prompts;
+                        r.bad_lines += b.issues.iter().filter(|i| !i.kept).count() as u64;
+                        let file = b.path.display().to_string();
+                        r.errors.extend(b.issues.iter().map(|i| FileError {
+                            file: file.clone(),
+                            line: i.line,
+                            reason: if i.kept {
+                                format!("{} (kept)", i.reason)
+                            } else {
+                                i.reason.clone()
+                            },
+                        }));
+                        // The sessions this batch touches (a handful, whatever the number of
+                        // messages).
+                        sessions.extend(
+                            b.messages
+                                .iter()
+                                .map(|m| m.m.session_id.as_str())
+                                .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
+                                .map(|s| (b.agent, s.to_owned())),
+                        );
                     }
-                    r.messages += a.inserted;
-                    r.messages_updated += a.updated;
-                    r.prompts += a.prompts;
-                    r.bad_lines += bad;
-                    r.errors.extend(issues);
-                    sessions.extend(sids);
+                    Outcome::Failed(e) => {
+                        r.errors.push(FileError {
+                            file: b.path.display().to_string(),
+                            line: 0,
+                            reason: format!("cannot store: {e}"),
+                        });
+                        let job = Job {
+                            agent: b.agent,
+                            root: b.root.clone(),
+                            path: b.path.clone(),
+                        };
+                        failed.lock().unwrap().insert(job.path.clone(), job);
+                    }
                 }
-                Err(e) => {
-                    r.errors.push(FileError {
-                        file,
-                        line: 0,
-                        reason: format!("cannot store: {e}"),
-                    });
-                    failed.lock().unwrap().insert(job.path.clone(), job);
-                }
+                r.bytes += b.bytes;
+                drop(r);
+                progress(Progress::File { bytes: b.bytes });
             }
-            r.bytes += bytes;
-            drop(r);
-            progress(Progress::File { bytes });
+            // Dropped by a parser thread; after the last file, when this function returns.
+            for b in group {
+                let _ = done_tx.send(b);
+            }
         }
         Ok(())
     })?;
@@ -405,9 +426,12 @@ mod tests {
     use super::*;
 
     fn claude_file(dir: &Path, lines: usize) -> PathBuf {
+        claude_session(dir, "55555555-2222-4333-8444-555555555555", lines)
+    }
+
+    fn claude_session(dir: &Path, sid: &str, lines: usize) -> PathBuf {
         let proj = dir.join("projects/-p");
         std::fs::create_dir_all(&proj).unwrap();
-        let sid = "55555555-2222-4333-8444-555555555555";
         let body: String = (0..lines)
             .map(|i| {
                 format!(
@@ -572,6 +596,151 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
             .unwrap();
         assert_eq!(total, 1000);
+    }
+
+    /// Several files' batches written together: all stored in one go; and when one fails, it
+    /// takes none of the others with it, leaves nothing of itself, and its file's later batches
+    /// are skipped, so that file's stored cursor stays at its last stored batch.
+    #[test]
+    fn batches_written_together_fail_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sid_a, sid_b) = (
+            "aaaaaaaa-2222-4333-8444-555555555555",
+            "bbbbbbbb-2222-4333-8444-555555555555",
+        );
+        let (path_a, path_b) = (
+            claude_session(dir.path(), sid_a, 1000),
+            claude_session(dir.path(), sid_b, 1000),
+        );
+        let data = dir.path().join("data");
+        let mut conn = super::super::open(&data).unwrap();
+        let registry = AdapterRegistry::new();
+        let batches_of = |path: &Path| {
+            let job = Job {
+                agent: "claude",
+                root: dir.path().join("projects"),
+                path: path.to_owned(),
+            };
+            let mut batches = Vec::new();
+            ingest_file(
+                &registry,
+                &conn,
+                &job,
+                &test_opts(64 << 10),
+                &mut HashMap::new(),
+                &mut |b| {
+                    batches.push(b);
+                    true
+                },
+            )
+            .unwrap();
+            batches
+        };
+        let (a, b) = (batches_of(&path_a), batches_of(&path_b));
+        // Without a failure: one transaction, every batch stored.
+        let sid_c = "cccccccc-2222-4333-8444-555555555555";
+        let path_c = claude_session(dir.path(), sid_c, 1000);
+        let c = batches_of(&path_c);
+        assert!(c.len() > 2);
+        let commits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = commits.clone();
+        conn.commit_hook(Some(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            false
+        }));
+        let outcomes = apply_all(&mut conn, &c);
+        assert_eq!(outcomes.len(), c.len());
+        assert!(outcomes.iter().all(|o| matches!(o, Outcome::Stored(_))));
+        assert_eq!(
+            commits.load(Ordering::Relaxed),
+            1,
+            "one transaction for all"
+        );
+        let fails = b
+            .iter()
+            .position(|b| b.messages.iter().any(|m| m.m.message_id == "u500"))
+            .unwrap();
+        assert!(a.len() > 2 && fails > 0 && fails + 1 < b.len());
+        let stored_of_b: usize = b[..fails].iter().map(|b| b.messages.len()).sum();
+        let cursor_of_b = b[fails - 1].cursor.offset;
+        conn.execute_batch(&format!(
+            "CREATE TRIGGER fail_b BEFORE INSERT ON messages
+             WHEN NEW.message_id = 'u500'
+              AND NEW.session_pk = (SELECT id FROM sessions WHERE session_id = '{sid_b}')
+             BEGIN SELECT RAISE(ROLLBACK, 'injected failure'); END;"
+        ))
+        .unwrap();
+        // A's and B's batches interleaved, B's first. The failure rolls back the whole
+        // transaction, as a full disk or an I/O error does.
+        let (na, nb) = (a.len(), b.len());
+        let mut group = Vec::new();
+        let (mut a, mut b) = (a.into_iter(), b.into_iter());
+        loop {
+            match (b.next(), a.next()) {
+                (None, None) => break,
+                (x, y) => group.extend(x.into_iter().chain(y)),
+            }
+        }
+        let outcomes = apply_all(&mut conn, &group);
+        let of = |path: &Path| -> Vec<&Outcome> {
+            group
+                .iter()
+                .zip(&outcomes)
+                .filter(|(b, _)| b.path == path)
+                .map(|(_, o)| o)
+                .collect()
+        };
+        assert_eq!(of(&path_a).len(), na);
+        assert!(of(&path_a).iter().all(|o| matches!(o, Outcome::Stored(_))));
+        let of_b = of(&path_b);
+        assert_eq!(of_b.len(), nb);
+        for (i, o) in of_b.iter().enumerate() {
+            match o {
+                Outcome::Stored(_) => assert!(i < fails, "{i}"),
+                Outcome::Failed(e) => {
+                    assert_eq!(i, fails);
+                    assert!(e.to_string().contains("injected failure"), "{e}");
+                }
+                Outcome::Skipped => assert!(i > fails, "{i}"),
+            }
+        }
+        let count = |sid: &str| -> usize {
+            conn.query_row(
+                "SELECT COUNT(*) FROM messages JOIN sessions s ON s.id = session_pk
+                 WHERE s.session_id = ?1",
+                [sid],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(count(sid_a), 1000);
+        assert_eq!(count(sid_b), stored_of_b);
+        assert_eq!(count(sid_c), 1000);
+        let indexed: usize = conn
+            .query_row(
+                "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'padding'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            indexed,
+            2000 + stored_of_b,
+            "no search row of a rolled-back batch"
+        );
+        let cursor = |path: &Path| -> u64 {
+            let json: String = conn
+                .query_row(
+                    "SELECT cursor FROM source_files WHERE path = ?1",
+                    [path.to_string_lossy()],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            serde_json::from_str::<Cursor>(&json).unwrap().offset
+        };
+        assert_eq!(cursor(&path_a), std::fs::metadata(&path_a).unwrap().len());
+        assert_eq!(cursor(&path_c), std::fs::metadata(&path_c).unwrap().len());
+        assert_eq!(cursor(&path_b), cursor_of_b);
     }
 
     fn rows(data: &Path) -> Vec<(String, i64, String, i64)> {
