@@ -235,11 +235,12 @@ pub fn ingest_file(
 /// Prepared batches that may wait for the writer: two per parser thread, and at least
 /// [`QUEUED_MIN`]. They bound an import's memory, and the writer writes what waits in one
 /// transaction (at most [`GROUP_MAX`] batches, and none more once they hold [`GROUP_BYTES`]
-/// of source, which bounds the WAL's growth to about that plus one batch).
+/// of source: with the one batch that can pass it, a group holds the writer and grows the WAL
+/// at most about twice as much as the largest batch, 8 MiB of source by default, does alone).
 const QUEUED_PER_PARSER: usize = 2;
 const QUEUED_MIN: usize = 8;
 const GROUP_MAX: usize = 16;
-const GROUP_BYTES: u64 = 16 << 20;
+const GROUP_BYTES: u64 = 8 << 20;
 
 /// Progress of an import, for a progress bar.
 pub enum Progress {
