@@ -87,12 +87,29 @@ pub fn apply_all(conn: &mut Connection, batches: &[Batch]) -> Vec<Outcome> {
         .collect()
 }
 
+/// `execute` through the connection's statement cache: the statements of this file run once or
+/// more per batch, and compiling them again every time was about 1 % of the writer's time.
+fn run(tx: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    tx.prepare_cached(sql)?.execute(p)
+}
+
+/// `query_row` through the connection's statement cache (see [`run`]).
+fn one<T>(
+    tx: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    tx.prepare_cached(sql)?.query_row(p, f)
+}
+
 fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     let now = chrono::Utc::now().timestamp_millis();
     let path = b.path.to_string_lossy();
     let cursor_json = serde_json::to_string(&b.cursor).unwrap_or_default();
     let bad = b.issues.iter().filter(|i| !i.kept).count() as i64;
-    tx.execute(
+    run(
+        tx,
         "INSERT INTO source_files (path, agent, root, cursor, size, mtime, fingerprint, bad_lines, gone, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
          ON CONFLICT (path) DO UPDATE SET cursor = excluded.cursor, size = excluded.size,
@@ -111,7 +128,8 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
             now
         ],
     )?;
-    let file_id: i64 = tx.query_row(
+    let file_id: i64 = one(
+        tx,
         "SELECT id FROM source_files WHERE path = ?1",
         [&path],
         |r| r.get(0),
@@ -206,7 +224,8 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     keep_used_records(tx, b, &block_ids, &uses)?;
     crate::store::release_raw(tx, released)?;
     if redactions > 0 {
-        tx.execute(
+        run(
+            tx,
             "UPDATE source_files SET redactions = redactions + ?1 WHERE id = ?2",
             [redactions, file_id],
         )?;
@@ -234,7 +253,8 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
             } if !forgotten.session(session_id) => {
                 let pk = session_pk_of(tx, b.agent, session_id)?;
                 touched.insert(pk);
-                tx.execute(
+                run(
+                    tx,
                     "UPDATE messages SET active = 0 WHERE session_pk = ?1 AND prompt_number BETWEEN ?2 AND ?3",
                     params![pk, from_prompt, to_prompt],
                 )?;
@@ -265,7 +285,8 @@ fn update_existing(
 ) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
     let p = row.p;
     let (id, old_text, old_z, old_block): (i64, Option<String>, Option<Vec<u8>>, Option<i64>) =
-        tx.query_row(
+        one(
+            tx,
             "SELECT id, text, text_z, raw_block FROM messages WHERE session_pk = ?1 AND message_id = ?2",
             params![row.pk, p.m.message_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
@@ -274,9 +295,10 @@ fn update_existing(
         .prepare_cached(UPDATE_MESSAGE)?
         .execute(&row.values()[..])?;
     if changed > 0 && (old_text != p.text || old_z != p.text_z) {
-        tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+        run(tx, "DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
         if let Some(idx) = &p.index {
-            tx.execute(
+            run(
+                tx,
                 "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
                 params![id, idx],
             )?;
@@ -358,7 +380,8 @@ impl Forgotten {
             messages: HashSet::new(),
             lines: HashSet::new(),
         };
-        let (any_session, any_message): (bool, bool) = tx.query_row(
+        let (any_session, any_message): (bool, bool) = one(
+            tx,
             "SELECT EXISTS (SELECT 1 FROM forgotten_sessions WHERE agent = ?1),
                     EXISTS (SELECT 1 FROM forgotten_messages WHERE agent = ?1)",
             [b.agent],
@@ -552,7 +575,8 @@ fn upsert_session(
         .title
         .as_ref()
         .map_or((0, None), |(r, t)| (*r as i64, Some(t.as_str())));
-    tx.query_row(
+    one(
+        tx,
         "INSERT INTO sessions (agent, session_id, project_path, git_root, project_hash, git_branch, model,
            title, title_rank, parent_session_id, is_subagent, source_path, started_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
@@ -593,7 +617,8 @@ fn upsert_session(
 }
 
 fn ensure_session(tx: &Connection, agent: &str, sid: &str, path: &str) -> rusqlite::Result<i64> {
-    tx.query_row(
+    one(
+        tx,
         "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
          ON CONFLICT (agent, session_id) DO UPDATE SET agent = excluded.agent RETURNING id",
         params![agent, sid, path],
@@ -611,14 +636,16 @@ fn session_pk_of(tx: &Connection, agent: &str, sid: &str) -> rusqlite::Result<i6
 /// (read from their own files, without the parent's prompt counter) in the talk that was running
 /// when they were written.
 pub(in crate::store) fn refresh_session(tx: &Connection, pk: i64) -> rusqlite::Result<()> {
-    tx.execute(
+    run(
+        tx,
         "UPDATE messages SET prompt_number = COALESCE((
             SELECT MAX(p.prompt_number) FROM messages p
             WHERE p.session_pk = messages.session_pk AND p.kind = 'user_prompt' AND p.ts <= messages.ts), 0)
          WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL",
         [pk],
     )?;
-    tx.execute(
+    run(
+        tx,
         "UPDATE sessions SET
            message_count = (SELECT COUNT(*) FROM messages WHERE session_pk = ?1),
            prompt_count = (SELECT COALESCE(MAX(prompt_number), 0) FROM messages
