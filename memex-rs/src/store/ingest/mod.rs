@@ -360,34 +360,7 @@ pub fn import(
                 let mut r = report.lock().unwrap();
                 match outcome {
                     Outcome::Skipped => continue,
-                    Outcome::Stored(a) => {
-                        if a.inserted + a.updated > 0 {
-                            r.touched.extend(a.sessions.iter().copied());
-                        }
-                        r.messages += a.inserted;
-                        r.messages_updated += a.updated;
-                        r.prompts += a.prompts;
-                        r.bad_lines += b.issues.iter().filter(|i| !i.kept).count() as u64;
-                        let file = b.path.display().to_string();
-                        r.errors.extend(b.issues.iter().map(|i| FileError {
-                            file: file.clone(),
-                            line: i.line,
-                            reason: if i.kept {
-                                format!("{} (kept)", i.reason)
-                            } else {
-                                i.reason.clone()
-                            },
-                        }));
-                        // The sessions this batch touches (a handful, whatever the number of
-                        // messages).
-                        sessions.extend(
-                            b.messages
-                                .iter()
-                                .map(|m| m.m.session_id.as_str())
-                                .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
-                                .map(|s| (b.agent, s.to_owned())),
-                        );
-                    }
+                    Outcome::Stored(a) => count_stored(&mut r, &mut sessions, b, a),
                     Outcome::Failed(e) => {
                         r.errors.push(FileError {
                             file: b.path.display().to_string(),
@@ -420,6 +393,41 @@ pub fn import(
     r.sessions = sessions.len() as u64;
     r.failed = failed.lock().unwrap().drain().map(|(_, j)| j).collect();
     Ok(r)
+}
+
+/// Adds a stored batch to the import's report: its counts, its parse issues, its sessions.
+fn count_stored(
+    r: &mut ImportReport,
+    sessions: &mut HashSet<(&'static str, String)>,
+    b: &Batch,
+    a: Applied,
+) {
+    if a.inserted + a.updated > 0 {
+        r.touched.extend(a.sessions.iter().copied());
+    }
+    r.messages += a.inserted;
+    r.messages_updated += a.updated;
+    r.prompts += a.prompts;
+    r.bad_lines += b.issues.iter().filter(|i| !i.kept).count() as u64;
+    let file = b.path.display().to_string();
+    r.errors.extend(b.issues.iter().map(|i| FileError {
+        file: file.clone(),
+        line: i.line,
+        reason: if i.kept {
+            format!("{} (kept)", i.reason)
+        } else {
+            i.reason.clone()
+        },
+    }));
+    // The sessions this batch touches: a handful, whatever the number of messages, so each is
+    // copied once.
+    let ids: HashSet<&str> = b
+        .messages
+        .iter()
+        .map(|m| m.m.session_id.as_str())
+        .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
+        .collect();
+    sessions.extend(ids.into_iter().map(|s| (b.agent, s.to_owned())));
 }
 
 #[cfg(test)]
