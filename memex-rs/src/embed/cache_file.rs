@@ -55,7 +55,7 @@ pub(crate) fn map(path: &Path) -> Result<memmap2::Mmap, String> {
     unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| e.to_string())
 }
 
-/// The names of the temporary files [`write`] makes: `.memex-cache-*.tmp`.
+/// The names of the temporary files [`write()`] makes: `.memex-cache-*.tmp`.
 const TEMP_PREFIX: &str = ".memex-cache-";
 const TEMP_SUFFIX: &str = ".tmp";
 
@@ -85,7 +85,7 @@ pub(crate) fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     f.persist(path).map(drop).map_err(|e| e.error)
 }
 
-/// Removes the regular files of `dir` that this user owns, named as [`write`]'s temporaries
+/// Removes the regular files of `dir` that this user owns, named as [`write()`]'s temporaries
 /// and last changed at least [`STALE_TEMP`] ago (links, folders and other users' files are
 /// left alone). Best effort: a file that cannot be read or removed stays.
 fn remove_stale_temporaries(dir: &Path) {

@@ -16,7 +16,7 @@
 //! they give the same floats.
 //!
 //! Only x86-64 CPUs with AVX-512 VNNI take this path ([`available`]); elsewhere the layers stay
-//! in f32 (`super::encoder`). [`Packed::matmul_portable`] does the same integer arithmetic in
+//! in f32 (`super::encoder`). `Packed::matmul_portable` (tests) does the same integer arithmetic in
 //! plain Rust; the tests hold both fast kernels to it.
 
 /// Outputs per panel: two registers of 16 lanes.

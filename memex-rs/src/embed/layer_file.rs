@@ -245,7 +245,7 @@ struct State {
 }
 
 impl Layers {
-    /// The layers of the model whose checkpoint is `checkpoint`, with its [`stamp`]; `int8`:
+    /// The layers of the model whose checkpoint is `checkpoint`, with its [`stamp`](cache_file::stamp); `int8`:
     /// whether its linear layers are to be held in 8-bit integers (only those are kept in a
     /// file).
     pub(crate) fn open(checkpoint: &Path, stamp: Option<Vec<u8>>, int8: bool) -> Layers {

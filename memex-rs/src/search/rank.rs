@@ -236,7 +236,7 @@ struct Reach {
 }
 
 /// Each term's document frequency in `fts`, and the best rows of its common spellings over all
-/// their matches ([`champions`](super::champions)). A spelling with a champion list brings its
+/// their matches ([`super::champions`]). A spelling with a champion list brings its
 /// stored count; the others are counted up to [`DF_CAP`] (exact for rare ones, saturated for
 /// common ones whose list is not made yet).
 fn doc_freqs(tx: &Connection, fts: &str, terms: &[Term]) -> Result<Known, SearchError> {
