@@ -9,11 +9,15 @@ use sha2::{Digest, Sha256};
 
 use super::talk::{Bubble, Talk, emit_talk};
 use super::{
-    BUBBLE_PREFIX, COMPOSER_PREFIX, HOT_MAX, HOT_MS, KvRow, Out, State, digest64, kv_row,
-    range_end, text_col,
+    BUBBLE_PREFIX, COMPOSER_PREFIX, KvRow, Out, State, digest64, kv_row, range_end, text_col,
 };
 use crate::adapter::{ParseError, parse_ts, str_of};
 use crate::sqlite::Db;
+
+/// A composer updated this long before the newest one is still read in full on every read.
+const HOT_MS: i64 = 10 * 60 * 1000;
+/// At most this many composers are read in full without a sign of change.
+const HOT_MAX: usize = 8;
 
 pub(super) fn read_global(
     db: &Db,

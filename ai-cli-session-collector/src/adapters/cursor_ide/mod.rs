@@ -86,10 +86,6 @@ const WS_COMPOSERS: &str = "composer.composerData";
 const WS_CHAT: &str = "workbench.panel.aichat.view.aichat.chatdata";
 const WS_PANE: &str = "workbench.panel.composerChatViewPane";
 const PANE_VIEW: &str = "workbench.panel.aichat.view.";
-/// A composer updated this long before the newest one is still read in full on every read.
-const HOT_MS: i64 = 10 * 60 * 1000;
-/// At most this many composers are read in full without a sign of change.
-const HOT_MAX: usize = 8;
 /// Record hashes the cursor keeps at most (of the most recently changed conversations; the
 /// last changed one is always kept whole).
 const RECORD_BUDGET: usize = 10_000;

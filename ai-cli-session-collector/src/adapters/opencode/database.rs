@@ -8,11 +8,44 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::parts::{MsgCtx, message_record, part_messages};
-use super::{AGENT, Seen, Sess, error_text, join_lines, model_name, usage_of};
+use super::{AGENT, Sess, error_text, join_lines, model_name, usage_of};
 use crate::adapter::{Emit, ParseError, blank, parse_ts, str_of, string_of};
-use crate::model::{Cursor, MessageKind, ParseOutput, ParsedMessage, Role, ToolCall, ToolResult};
+use crate::model::{
+    Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, ToolCall, ToolResult,
+};
 use crate::sqlite::{Db, StampMarks, json_column, row_json};
 use crate::text;
+
+/// Sessions seen in one parse: their info, the first prompt and last model seen for each.
+#[derive(Default)]
+struct Seen {
+    order: Vec<String>,
+    sessions: HashMap<String, Sess>,
+    first_prompt: HashMap<String, String>,
+    model: HashMap<String, String>,
+}
+
+impl Seen {
+    fn add(&mut self, s: Sess) {
+        if !self.sessions.contains_key(&s.id) {
+            self.order.push(s.id.clone());
+        }
+        self.sessions.insert(s.id.clone(), s);
+    }
+
+    fn infos(&self) -> Vec<SessionInfo> {
+        self.order
+            .iter()
+            .filter_map(|id| {
+                let s = self.sessions.get(id)?;
+                Some(s.info(
+                    self.first_prompt.get(id).map(String::as_str),
+                    self.model.get(id).cloned(),
+                ))
+            })
+            .collect()
+    }
+}
 
 /// Where the reading of a database stands: per table, the rows taken ([`StampMarks`]: by row
 /// id, and by `time_updated` for rows the agent updates in place).

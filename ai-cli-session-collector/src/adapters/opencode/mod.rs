@@ -57,7 +57,6 @@
 //! Here: the adapter, the paths and what the shapes share; `database` reads both databases,
 //! `parts` turns 1.x messages and parts into records, `storage` reads the 1.x JSON tree.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -418,37 +417,6 @@ impl Sess {
             m.agent_id = Some(self.id.clone());
         }
         m
-    }
-}
-
-/// Sessions seen in one parse: their info, the first prompt and last model seen for each.
-#[derive(Default)]
-struct Seen {
-    order: Vec<String>,
-    sessions: HashMap<String, Sess>,
-    first_prompt: HashMap<String, String>,
-    model: HashMap<String, String>,
-}
-
-impl Seen {
-    fn add(&mut self, s: Sess) {
-        if !self.sessions.contains_key(&s.id) {
-            self.order.push(s.id.clone());
-        }
-        self.sessions.insert(s.id.clone(), s);
-    }
-
-    fn infos(&self) -> Vec<SessionInfo> {
-        self.order
-            .iter()
-            .filter_map(|id| {
-                let s = self.sessions.get(id)?;
-                Some(s.info(
-                    self.first_prompt.get(id).map(String::as_str),
-                    self.model.get(id).cloned(),
-                ))
-            })
-            .collect()
     }
 }
 
