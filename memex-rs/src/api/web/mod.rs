@@ -3,12 +3,13 @@
 //! behind the same guard (Host, Origin, token), and reads through the same functions as the
 //! JSON endpoints (`search::search`, `store::read`, `export::view`, the compact and injection
 //! statistics); what only a page shows (the dashboard's per-day counts, the projects, a page of
-//! a long session's talks) is read in `store::read` next to the rest. Pages are askama templates (every transcript text
-//! escaped); the one stylesheet and the one small script are served by the binary; the
-//! Content-Security-Policy allows nothing from anywhere else.
+//! a long session's talks) is read in `store::read` next to the rest. Pages are askama
+//! templates (every transcript text escaped); the one stylesheet and the one small script are
+//! served by the binary; the Content-Security-Policy allows nothing from anywhere else.
 //!
-//! One file per kind of page (`search`, `sessions`, `dashboard`); here the routes, what every
-//! page shares, signing in and the live stream.
+//! One file per kind of page (`search`, `sessions`, `dashboard`); here the routes, what the
+//! pages share (page and error plumbing, links, agent names, times), signing in and the live
+//! stream.
 
 mod chart;
 mod dashboard;
@@ -34,13 +35,6 @@ const ICON: &str = include_str!("../../../assets/web/favicon.svg");
 /// What a page may load: its own stylesheet and script, its own API; nothing else, no frames.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
-
-/// Sessions per page of the list.
-const PAGE: u32 = 50;
-/// Talks per page of a session: a session of 50,000 messages opens as fast as a short one.
-const TALKS_PER_PAGE: usize = 100;
-/// Tool output shown on a page, per call (the downloads have it whole).
-const MAX_OUTPUT: usize = 16 * 1024;
 
 pub(super) fn routes() -> Router<ApiState> {
     Router::new()
@@ -130,6 +124,32 @@ fn error_page(e: ApiError) -> Response {
 
 fn e_plain(status: StatusCode) -> Response {
     (status, "error").into_response()
+}
+
+/// `s` as one URL path segment or query value: every byte but the unreserved ones escaped.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The agents the filters offer: every adapter's name.
+fn agent_names() -> Vec<String> {
+    ai_cli_session_collector::AdapterRegistry::new()
+        .all()
+        .map(|a| a.name().to_owned())
+        .collect()
+}
+
+/// A stored time as the pages show it, to the minute.
+fn short_time(t: Option<&str>) -> String {
+    crate::store::read::minute(t).unwrap_or_default()
 }
 
 #[derive(Template)]

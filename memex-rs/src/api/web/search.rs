@@ -5,8 +5,9 @@ use askama::Template;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 
-use super::sessions::short_time;
-use super::{ApiError, ApiState, Params, error_page, page, read};
+use super::{
+    ApiError, ApiState, Params, agent_names, error_page, page, read, short_time, urlencode,
+};
 use crate::search;
 
 /// What the search form holds.
@@ -175,18 +176,6 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
     out
 }
 
-pub(super) fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 #[derive(Template)]
 #[template(path = "web/search.html")]
 struct SearchPage {
@@ -202,13 +191,6 @@ struct SearchPage {
 #[template(path = "web/results.html")]
 struct ResultsFragment {
     r: Results,
-}
-
-pub(super) fn agent_names() -> Vec<String> {
-    ai_cli_session_collector::AdapterRegistry::new()
-        .all()
-        .map(|a| a.name().to_owned())
-        .collect()
 }
 
 pub(super) async fn search_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {

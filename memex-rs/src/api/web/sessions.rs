@@ -5,14 +5,22 @@ use askama::Template;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 
-use super::search::{agent_names, urlencode};
 use super::{
-    ApiError, ApiState, MAX_OUTPUT, PAGE, Params, TALKS_PER_PAGE, check_id, error_page, find, page,
-    read,
+    ApiError, ApiState, Params, agent_names, check_id, error_page, find, page, read, short_time,
+    urlencode,
 };
 use crate::export::html::{SessionHtml, thousands};
 use crate::search;
 use crate::store::read as store;
+
+/// Sessions per page of the list.
+const PAGE: u32 = 50;
+
+/// Talks per page of a session: a session of 50,000 messages opens as fast as a short one.
+const TALKS_PER_PAGE: usize = 100;
+
+/// Tool output shown on a page, per call (the downloads have it whole).
+const MAX_OUTPUT: usize = 16 * 1024;
 
 struct SessionLine {
     href: String,
@@ -37,10 +45,6 @@ struct SessionsPage {
     agents: Vec<String>,
     prev: Option<String>,
     next: Option<String>,
-}
-
-pub(super) fn short_time(t: Option<&str>) -> String {
-    store::minute(t).unwrap_or_default()
 }
 
 pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
