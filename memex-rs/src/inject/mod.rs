@@ -8,9 +8,9 @@
 //!
 //! The hook command ([`client`]) is the gate: it reads `[inject]` on every call (a config change
 //! applies at the next prompt), applies the skip rules (`gate.rs`), and on any error, timeout or
-//! missing service prints nothing and exits 0. The service ([`mod@answer`], `answer.rs`) does the
-//! work and logs each injection for the stats (`log.rs`). `full` (SessionStart) gives the project's most recent session
-//! summaries; `smart` (UserPromptSubmit) the L1/L2/L3 items (and talks found through their raw
+//! missing service prints nothing and exits 0. The service (`answer.rs`) does the work and logs
+//! each injection for the stats (`log.rs`). `full` (SessionStart) gives the project's most
+//! recent session summaries; `smart` (UserPromptSubmit) the L1/L2/L3 items (and talks found through their raw
 //! prompts and answers) that match the prompt with a calibrated confidence ([`calibration`]) at
 //! or above the threshold.
 //! [`hooks`] installs the hook entries into Claude Code's settings.

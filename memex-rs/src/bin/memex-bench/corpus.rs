@@ -9,7 +9,7 @@ use crate::dir_bytes;
 /// Deterministic xorshift: the same corpus on every machine.
 pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -149,7 +149,7 @@ pub(crate) fn paragraph(r: &mut Rng, sentences: usize) -> String {
         .join(" ")
 }
 
-pub(crate) fn tool_output(r: &mut Rng) -> String {
+fn tool_output(r: &mut Rng) -> String {
     // Mostly short, sometimes long (file reads, test logs).
     let lines = if r.below(10) == 0 {
         60 + r.below(120)
@@ -166,20 +166,14 @@ pub(crate) fn tool_output(r: &mut Rng) -> String {
         .join("\n")
 }
 
-pub(crate) fn ts(base: i64, i: usize) -> String {
+fn ts(base: i64, i: usize) -> String {
     chrono::DateTime::from_timestamp_millis(base + i as i64 * 4000)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Writes one Claude session (and sometimes a sub-agent file); returns messages written.
-pub(crate) fn claude_session(
-    r: &mut Rng,
-    root: &Path,
-    n: usize,
-    target: usize,
-    base: i64,
-) -> usize {
+fn claude_session(r: &mut Rng, root: &Path, n: usize, target: usize, base: i64) -> usize {
     let project = format!("/home/dev/proj{}", n % 40);
     let dir = root.join(project.replace('/', "-"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -264,7 +258,7 @@ pub(crate) fn claude_session(
     count
 }
 
-pub(crate) fn codex_session(r: &mut Rng, root: &Path, n: usize, target: usize, base: i64) -> usize {
+fn codex_session(r: &mut Rng, root: &Path, n: usize, target: usize, base: i64) -> usize {
     let dir = root.join("2026/06/05");
     std::fs::create_dir_all(&dir).unwrap();
     let sid = format!("019e9a10-0000-7000-8000-{:012x}", n);
@@ -347,13 +341,7 @@ pub(crate) fn codex_session(r: &mut Rng, root: &Path, n: usize, target: usize, b
     count
 }
 
-pub(crate) fn gemini_session(
-    r: &mut Rng,
-    root: &Path,
-    n: usize,
-    target: usize,
-    base: i64,
-) -> usize {
+fn gemini_session(r: &mut Rng, root: &Path, n: usize, target: usize, base: i64) -> usize {
     let dir = root.join(format!("proj{}", n % 40)).join("chats");
     std::fs::create_dir_all(&dir).unwrap();
     let sid = format!("3f2a9c1b-0000-4000-8000-{:012x}", n);
