@@ -27,6 +27,9 @@
 //!   `null`, a type name, a code reference like `os.environ`, an already redacted value.
 //! - Unbounded parts of patterns stop at a delimiter that is never far (a blank, a quote, a
 //!   line break, the next `-----` of a PEM), so no match rescans a long input to its end.
+//!
+//! Here: the entry points and [`Tally`]; `rules` holds the table, `engine` runs it, `tests`
+//! walks every rule through every context.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
