@@ -48,6 +48,11 @@ pub enum Outcome {
 /// file's later batches are skipped (storing their cursor would skip the lost batch for good).
 /// No savepoints: FTS5 writes a segment at each one, and an error after which SQLite rolls back
 /// the whole transaction (a full disk, an I/O error) would end every savepoint with it.
+/// SQLite also opens a savepoint of its own (a statement journal) for a statement that may
+/// fail after changing some rows, and FTS5 writes a segment there as well: an upsert with
+/// `RETURNING`, an `UPDATE` of several rows. A batch runs such a statement only when it has
+/// work to do (a rewind, a sub-agent message to place), so that what the full-text index
+/// gathers in memory is written once per transaction, not once per batch.
 pub fn apply_all(conn: &mut Connection, batches: &[Batch]) -> Vec<Outcome> {
     if batches.len() > 1 {
         let together = (|| {
@@ -575,7 +580,7 @@ fn upsert_session(
         .title
         .as_ref()
         .map_or((0, None), |(r, t)| (*r as i64, Some(t.as_str())));
-    one(
+    run(
         tx,
         "INSERT INTO sessions (agent, session_id, project_path, git_root, project_hash, git_branch, model,
            title, title_rank, parent_session_id, is_subagent, source_path, started_at, updated_at)
@@ -594,8 +599,7 @@ fn upsert_session(
            is_subagent = MAX(sessions.is_subagent, excluded.is_subagent),
            source_path = COALESCE(sessions.source_path, excluded.source_path),
            started_at = MIN(COALESCE(sessions.started_at, excluded.started_at), COALESCE(excluded.started_at, sessions.started_at)),
-           updated_at = MAX(COALESCE(sessions.updated_at, excluded.updated_at), COALESCE(excluded.updated_at, sessions.updated_at))
-         RETURNING id",
+           updated_at = MAX(COALESCE(sessions.updated_at, excluded.updated_at), COALESCE(excluded.updated_at, sessions.updated_at))",
         params![
             agent,
             i.session_id,
@@ -612,16 +616,27 @@ fn upsert_session(
             i.started_at,
             i.updated_at
         ],
-        |r| r.get(0),
-    )
+    )?;
+    session_id_of(tx, agent, &i.session_id)
 }
 
 fn ensure_session(tx: &Connection, agent: &str, sid: &str, path: &str) -> rusqlite::Result<i64> {
-    one(
+    run(
         tx,
         "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
-         ON CONFLICT (agent, session_id) DO UPDATE SET agent = excluded.agent RETURNING id",
+         ON CONFLICT (agent, session_id) DO NOTHING",
         params![agent, sid, path],
+    )?;
+    session_id_of(tx, agent, sid)
+}
+
+/// The row id of a stored session. Read by a query of its own rather than an upsert's
+/// `RETURNING`: see [`apply_all`] on statements that would flush the full-text index.
+fn session_id_of(tx: &Connection, agent: &str, sid: &str) -> rusqlite::Result<i64> {
+    one(
+        tx,
+        "SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2",
+        params![agent, sid],
         |r| r.get(0),
     )
 }
@@ -636,14 +651,25 @@ fn session_pk_of(tx: &Connection, agent: &str, sid: &str) -> rusqlite::Result<i6
 /// (read from their own files, without the parent's prompt counter) in the talk that was running
 /// when they were written.
 pub(in crate::store) fn refresh_session(tx: &Connection, pk: i64) -> rusqlite::Result<()> {
-    run(
+    // Asked first, because the update touches several rows, so it would flush the full-text
+    // index (see [`apply_all`]) even when no row needs it, which is nearly always.
+    let unplaced: bool = one(
         tx,
-        "UPDATE messages SET prompt_number = COALESCE((
-            SELECT MAX(p.prompt_number) FROM messages p
-            WHERE p.session_pk = messages.session_pk AND p.kind = 'user_prompt' AND p.ts <= messages.ts), 0)
-         WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL",
+        "SELECT EXISTS (SELECT 1 FROM messages
+           WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL)",
         [pk],
+        |r| r.get(0),
     )?;
+    if unplaced {
+        run(
+            tx,
+            "UPDATE messages SET prompt_number = COALESCE((
+                SELECT MAX(p.prompt_number) FROM messages p
+                WHERE p.session_pk = messages.session_pk AND p.kind = 'user_prompt' AND p.ts <= messages.ts), 0)
+             WHERE session_pk = ?1 AND sidechain = 1 AND prompt_number = 0 AND ts IS NOT NULL",
+            [pk],
+        )?;
+    }
     run(
         tx,
         "UPDATE sessions SET

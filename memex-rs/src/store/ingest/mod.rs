@@ -21,7 +21,7 @@ pub use prepare::{Prepared, RawRef, pack_raw, prepare};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 
 use ai_cli_session_collector::{
     AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, SessionInfo, TitleSource, text,
@@ -232,15 +232,64 @@ pub fn ingest_file(
     }
 }
 
-/// Prepared batches that may wait for the writer: two per parser thread, and at least
-/// [`QUEUED_MIN`]. They bound an import's memory, and the writer writes what waits in one
-/// transaction (at most [`GROUP_MAX`] batches, and none more once they hold [`GROUP_BYTES`]
-/// of source: with the one batch that can pass it, a group holds the writer and grows the WAL
-/// at most about twice as much as the largest batch, 8 MiB of source by default, does alone).
-const QUEUED_PER_PARSER: usize = 2;
-const QUEUED_MIN: usize = 8;
-const GROUP_MAX: usize = 16;
+/// The writer writes several batches in one transaction: at most [`GROUP_MAX`], and none more
+/// once they hold [`GROUP_BYTES`] of source (with the one batch that can pass it, a group holds
+/// the writer and grows the WAL at most about twice as much as the largest batch, 8 MiB of
+/// source by default, does alone).
+const GROUP_MAX: usize = 64;
 const GROUP_BYTES: u64 = 8 << 20;
+/// Source bytes of the prepared batches in flight (waiting, or in the group being written):
+/// they bound an import's memory. Twice a group, so that the parsers go on while the writer
+/// writes one.
+const QUEUED_BYTES: u64 = 2 * GROUP_BYTES;
+/// How long a group waits for the next batch while a parser thread is still at work. Each
+/// commit writes a full-text segment that must be merged later and the pages every batch
+/// touches, so an import of many small files commits a tenth as often when its groups fill
+/// up; a parser sends a small file's batch within a few milliseconds. When the parsers are
+/// done (the end of an import, a live file's new lines) the channel closes and nothing waits.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The source bytes of the batches in flight, and whether the writer still takes batches.
+/// A parser waits here before it sends a batch that would pass [`QUEUED_BYTES`]; a batch is
+/// always let through when nothing else is in flight, however large.
+#[derive(Default)]
+struct InFlight {
+    state: Mutex<(u64, bool)>,
+    freed: Condvar,
+}
+
+impl InFlight {
+    /// Waits until `bytes` more fit; `false` once the writer has stopped taking batches.
+    fn take(&self, bytes: u64) -> bool {
+        let mut s = self.state.lock().unwrap();
+        while !s.1 && s.0 > 0 && s.0 + bytes > QUEUED_BYTES {
+            s = self.freed.wait(s).unwrap();
+        }
+        s.0 += bytes;
+        !s.1
+    }
+
+    fn give(&self, bytes: u64) {
+        let mut s = self.state.lock().unwrap();
+        s.0 = s.0.saturating_sub(bytes);
+        self.freed.notify_all();
+    }
+
+    /// The writer takes no more batches: every parser waiting here goes on, and stops.
+    fn close(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Closes an [`InFlight`] when the writer's loop ends, however it ends.
+struct CloseOnDrop<'a>(&'a InFlight);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
 
 /// Progress of an import, for a progress bar.
 pub enum Progress {
@@ -271,9 +320,11 @@ pub fn import(
     let queue = Arc::new(Mutex::new(jobs.into_iter().collect::<VecDeque<_>>()));
     let report = Arc::new(Mutex::new(ImportReport::default()));
     let mut sessions: HashSet<(&'static str, String)> = HashSet::new();
-    // Bounded: at most this many prepared batches wait for the writer, which caps memory.
-    let (btx, brx) =
-        mpsc::sync_channel::<Batch>((opts.threads.max(1) * QUEUED_PER_PARSER).max(QUEUED_MIN));
+    // Bounded by the bytes in flight, which caps memory (the channel's own bound is a
+    // backstop for batches without source bytes).
+    let (btx, brx) = mpsc::sync_channel::<Batch>(2 * GROUP_MAX);
+    let in_flight = InFlight::default();
+    let in_flight = &in_flight;
     // Written batches go back to the parser threads to be dropped there. A batch's strings
     // come from its parser's malloc arena; freed on the writer thread, each free takes that
     // arena's lock while the parser allocates from it, and the writer spent most of its waits
@@ -310,7 +361,8 @@ pub fn import(
                     let mut send = |b: Batch| {
                         let written: Vec<Batch> = done_rx.lock().unwrap().try_iter().collect();
                         drop(written);
-                        btx.send(b).is_ok()
+                        in_flight.take(b.bytes)
+                            && btx.send(b).is_ok()
                             && !stop.load(Ordering::Relaxed)
                             && !failed.lock().unwrap().contains_key(&job.path)
                     };
@@ -334,9 +386,10 @@ pub fn import(
         // The caller's thread feeds the writer. On stop it leaves at once: the batches not
         // written are dropped whole (each file's cursor is still at the last written one), and
         // the parsers see the channel close.
-        // The batches waiting when the writer is free are written together, in one transaction
-        // (`apply_all`): a lone batch is written at once, and an import that keeps the writer
-        // busy commits less often.
+        // The batches waiting when the writer is free, and those that follow within
+        // [`LINGER`] of each other, are written together in one transaction (`apply_all`).
+        let brx = brx;
+        let _close = CloseOnDrop(in_flight);
         while let Ok(first) = brx.recv() {
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -346,16 +399,18 @@ pub fn import(
             while group.len() < GROUP_MAX
                 && bytes < GROUP_BYTES
                 && !stop.load(Ordering::Relaxed)
-                && let Ok(b) = brx.try_recv()
+                && let Ok(b) = brx.recv_timeout(LINGER)
             {
                 bytes += b.bytes;
                 group.push(b);
             }
             group.retain(|b| !failed.lock().unwrap().contains_key(&b.path));
             if group.is_empty() {
+                in_flight.give(bytes);
                 continue;
             }
             let (outcomes, group) = writer.call(move |c| (apply_all(c, &group), group))?;
+            in_flight.give(bytes);
             for (b, outcome) in group.iter().zip(outcomes) {
                 let mut r = report.lock().unwrap();
                 match outcome {
@@ -611,6 +666,27 @@ mod tests {
     /// takes none of the others with it, leaves nothing of itself, and its file's later batches
     /// are skipped, so that file's stored cursor stays at its last stored batch.
     #[test]
+    fn in_flight_bytes_wait_for_the_writer_and_never_outlive_it() {
+        let f = InFlight::default();
+        // A batch larger than the bound goes through when nothing else is in flight.
+        assert!(f.take(3 * QUEUED_BYTES));
+        let pause = std::time::Duration::from_millis(50);
+        std::thread::scope(|s| {
+            let next = s.spawn(|| f.take(1));
+            std::thread::sleep(pause);
+            assert!(!next.is_finished(), "waits while the bound is passed");
+            f.give(3 * QUEUED_BYTES);
+            assert!(next.join().unwrap());
+            let full = s.spawn(|| f.take(QUEUED_BYTES));
+            std::thread::sleep(pause);
+            assert!(!full.is_finished(), "1 + QUEUED_BYTES do not fit");
+            f.close();
+            assert!(!full.join().unwrap(), "a closed import takes no batch");
+        });
+        assert!(!f.take(1));
+    }
+
+    #[test]
     fn batches_written_together_fail_one_by_one() {
         let dir = tempfile::tempdir().unwrap();
         let (sid_a, sid_b) = (
@@ -665,6 +741,15 @@ mod tests {
             1,
             "one transaction for all"
         );
+        // And one full-text segment: no statement of a batch made FTS5 write what it holds.
+        let segments: i64 = conn
+            .query_row(
+                "SELECT COUNT(DISTINCT segid) FROM messages_fts_idx",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(segments, 1, "one segment for {} batches", c.len());
         let fails = b
             .iter()
             .position(|b| b.messages.iter().any(|m| m.m.message_id == "u500"))
