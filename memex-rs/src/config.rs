@@ -189,9 +189,9 @@ pub struct StoreSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImportSettings {
-    /// Parser threads; 0 = one per CPU but one, which is left to the writer.
+    /// Parser threads; 0 = one per CPU but one, which is left to the writer (two on two CPUs).
     pub threads: usize,
-    /// Bytes of transcript per write transaction.
+    /// Bytes of transcript per batch (batches that follow each other share a transaction).
     pub batch_bytes: usize,
 }
 
@@ -1006,10 +1006,11 @@ impl Settings {
 
     pub fn import_threads(&self) -> usize {
         match self.import.threads {
-            // The writer thread is the bottleneck; parsers must not take its core.
-            0 => {
-                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
-            }
+            // One core is left to the writer thread, except on two cores, where the writer
+            // idles a quarter of the time behind one parser and a second one fills it
+            // (BENCHMARKS.md, "Import").
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1).max(2).min(n.get())),
             n => n,
         }
     }
