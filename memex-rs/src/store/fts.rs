@@ -39,7 +39,8 @@ pub fn index_text(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
     } else {
         std::borrow::Cow::Borrowed(text)
     };
-    if !text.chars().any(is_cjk) {
+    // Most texts are ASCII, which a word-at-a-time check settles without decoding characters.
+    if text.is_ascii() || !text.chars().any(is_cjk) {
         return text;
     }
     let mut out = String::with_capacity(text.len() * 3);
