@@ -50,9 +50,10 @@ pub enum Outcome {
 /// the whole transaction (a full disk, an I/O error) would end every savepoint with it.
 /// SQLite also opens a savepoint of its own (a statement journal) for a statement that may
 /// fail after changing some rows, and FTS5 writes a segment there as well: an upsert with
-/// `RETURNING`, an `UPDATE` of several rows. A batch runs such a statement only when it has
-/// work to do (a rewind, a sub-agent message to place), so that what the full-text index
-/// gathers in memory is written once per transaction, not once per batch.
+/// `RETURNING`, an `UPDATE` of several rows or of a table with triggers. A batch runs such a
+/// statement only when it has work for it (a message seen again, a rewind, a sub-agent message
+/// to place), so that for new messages what the full-text index gathers in memory is written
+/// once per transaction, not once per batch.
 pub fn apply_all(conn: &mut Connection, batches: &[Batch]) -> Vec<Outcome> {
     if batches.len() > 1 {
         let together = (|| {
@@ -296,10 +297,27 @@ fn update_existing(
             params![row.pk, p.m.message_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
+    // Texts are compared, not their compressed bytes: the same text compressed at another zstd
+    // level or by another zstd version (an archive written before an upgrade) has other bytes,
+    // and it must not count as an edit (a new full-text row, a new embedding). The stored
+    // bytes are then kept.
+    let same_text = match (&old_text, &old_z) {
+        (Some(t), _) => p.text.as_deref() == Some(t.as_str()),
+        (None, Some(z)) => {
+            p.text.is_none()
+                && (p.text_z.as_deref() == Some(z.as_slice())
+                    || crate::store::unzstd_bytes(z) == p.m.text.as_bytes())
+        }
+        (None, None) => p.text.is_none() && p.text_z.is_none(),
+    };
+    let mut row = row.clone();
+    if same_text && old_z.is_some() {
+        row.text_z = old_z.as_deref();
+    }
     let changed = tx
         .prepare_cached(UPDATE_MESSAGE)?
         .execute(&row.values()[..])?;
-    if changed > 0 && (old_text != p.text || old_z != p.text_z) {
+    if changed > 0 && !same_text {
         run(tx, "DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
         if let Some(idx) = &p.index {
             run(
@@ -476,10 +494,13 @@ const UPDATE_MESSAGE: &str = "UPDATE messages SET role = ?7, kind = ?8, ts = COA
          OR is_error IS NOT ?19)";
 
 /// One prepared message as SQL parameters, for [`INSERT_MESSAGE`] and [`UPDATE_MESSAGE`].
+#[derive(Clone)]
 struct MessageParams<'a> {
     pk: i64,
     file_id: i64,
     p: &'a Prepared,
+    /// The compressed text: the message's own, or the stored bytes of the same text.
+    text_z: Option<&'a [u8]>,
     line: i64,
     seq: i64,
     role: &'static str,
@@ -500,6 +521,7 @@ impl<'a> MessageParams<'a> {
             pk,
             file_id,
             p,
+            text_z: p.text_z.as_deref(),
             line: m.line as i64,
             seq: m.seq as i64,
             role: m.role.as_str(),
@@ -546,7 +568,7 @@ impl<'a> MessageParams<'a> {
             &m.git_branch,
             &m.model,
             &p.text,
-            &p.text_z,
+            &self.text_z,
             &self.tool_name,
             &self.call_id,
             &p.tool_input,

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use ai_cli_session_collector::{
     AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, SessionInfo, TitleSource, text,
@@ -242,42 +243,59 @@ const GROUP_BYTES: u64 = 8 << 20;
 /// they bound an import's memory. Twice a group, so that the parsers go on while the writer
 /// writes one.
 const QUEUED_BYTES: u64 = 2 * GROUP_BYTES;
-/// How long a group waits for the next batch while a parser thread is still at work. Each
-/// commit writes a full-text segment that must be merged later and the pages every batch
-/// touches, so an import of many small files commits a tenth as often when its groups fill
-/// up; a parser sends a small file's batch within a few milliseconds. When the parsers are
-/// done (the end of an import, a live file's new lines) the channel closes and nothing waits.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a group waits for the next batch while a parser thread is still at work, and for
+/// all of them at most ([`GROUP_WAIT`]). Each commit writes a full-text segment that must be
+/// merged later and the pages every batch touches, so an import of many small files commits a
+/// twentieth as often when its groups fill up; a parser sends a small file's batch within a
+/// few milliseconds. When the parsers are done (the end of an import, a live file's new lines)
+/// the channel closes and nothing waits; nor does a group while a parser waits for room.
+const LINGER: Duration = Duration::from_millis(20);
+const GROUP_WAIT: Duration = Duration::from_millis(100);
 
 /// The source bytes of the batches in flight, and whether the writer still takes batches.
 /// A parser waits here before it sends a batch that would pass [`QUEUED_BYTES`]; a batch is
 /// always let through when nothing else is in flight, however large.
 #[derive(Default)]
 struct InFlight {
-    state: Mutex<(u64, bool)>,
+    state: Mutex<Flight>,
     freed: Condvar,
+}
+
+#[derive(Default)]
+struct Flight {
+    bytes: u64,
+    closed: bool,
+    /// Parsers waiting for room.
+    waiting: usize,
 }
 
 impl InFlight {
     /// Waits until `bytes` more fit; `false` once the writer has stopped taking batches.
     fn take(&self, bytes: u64) -> bool {
         let mut s = self.state.lock().unwrap();
-        while !s.1 && s.0 > 0 && s.0 + bytes > QUEUED_BYTES {
+        s.waiting += 1;
+        while !s.closed && s.bytes > 0 && s.bytes + bytes > QUEUED_BYTES {
             s = self.freed.wait(s).unwrap();
         }
-        s.0 += bytes;
-        !s.1
+        s.waiting -= 1;
+        s.bytes += bytes;
+        !s.closed
     }
 
     fn give(&self, bytes: u64) {
         let mut s = self.state.lock().unwrap();
-        s.0 = s.0.saturating_sub(bytes);
+        s.bytes = s.bytes.saturating_sub(bytes);
         self.freed.notify_all();
+    }
+
+    /// Whether a parser waits for room: then no batch comes until the writer writes.
+    fn full(&self) -> bool {
+        self.state.lock().unwrap().waiting > 0
     }
 
     /// The writer takes no more batches: every parser waiting here goes on, and stops.
     fn close(&self) {
-        self.state.lock().unwrap().1 = true;
+        self.state.lock().unwrap().closed = true;
         self.freed.notify_all();
     }
 }
@@ -298,8 +316,9 @@ pub enum Progress {
 }
 
 /// Imports every job: `opts.threads` parser threads prepare batches, the writer writes them.
-/// When `stop` is set, the batches in flight are written and the rest is left for next time
-/// (every file's cursor stays exact, so nothing is lost or read twice).
+/// When `stop` is set, the writer stops taking batches: the group being written is finished,
+/// the batches not written yet are dropped whole, and the rest is left for next time (every
+/// file's cursor stays exact, so nothing is lost or read twice).
 pub fn import(
     writer: &Writer,
     data_dir: &Path,
@@ -396,10 +415,14 @@ pub fn import(
             }
             let mut bytes = first.bytes;
             let mut group = vec![first];
+            let until = Instant::now() + GROUP_WAIT;
             while group.len() < GROUP_MAX
                 && bytes < GROUP_BYTES
                 && !stop.load(Ordering::Relaxed)
-                && let Ok(b) = brx.recv_timeout(LINGER)
+                && let Ok(b) = match until.checked_duration_since(Instant::now()) {
+                    Some(left) if !in_flight.full() => brx.recv_timeout(left.min(LINGER)),
+                    _ => brx.try_recv().map_err(|_| mpsc::RecvTimeoutError::Timeout),
+                }
             {
                 bytes += b.bytes;
                 group.push(b);
@@ -662,19 +685,91 @@ mod tests {
         assert_eq!(total, 1000);
     }
 
-    /// Several files' batches written together: all stored in one go; and when one fails, it
-    /// takes none of the others with it, leaves nothing of itself, and its file's later batches
-    /// are skipped, so that file's stored cursor stays at its last stored batch.
+    /// A message read again whose stored text was compressed otherwise (an archive written
+    /// before an upgrade of zstd or of its level) is no edit: nothing is updated, nothing is
+    /// indexed or embedded again, and the stored bytes stay.
+    #[test]
+    fn a_text_compressed_otherwise_is_no_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = claude_file(dir.path(), 20);
+        let data = dir.path().join("data");
+        let mut conn = super::super::open(&data).unwrap();
+        let registry = AdapterRegistry::new();
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path,
+        };
+        let mut batches = Vec::new();
+        let mut keep = |b| {
+            batches.push(b);
+            true
+        };
+        let opts = test_opts(64 << 10);
+        ingest_file(
+            &registry,
+            &conn,
+            &job,
+            &opts,
+            &mut HashMap::new(),
+            &mut keep,
+        )
+        .unwrap();
+        let stored = |outcomes: Vec<Outcome>| -> Vec<Applied> {
+            outcomes
+                .into_iter()
+                .map(|o| match o {
+                    Outcome::Stored(a) => a,
+                    other => panic!("not stored: {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(stored(apply_all(&mut conn, &batches))[0].inserted, 20);
+        let (id, z): (i64, Vec<u8>) = conn
+            .query_row(
+                "SELECT id, text_z FROM messages WHERE text_z IS NOT NULL ORDER BY id LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let other = zstd::bulk::compress(&super::super::unzstd_bytes(&z), 19).unwrap();
+        assert_ne!(other, z, "level 19 writes other bytes");
+        conn.execute(
+            "UPDATE messages SET text_z = ?1 WHERE id = ?2",
+            rusqlite::params![other, id],
+        )
+        .unwrap();
+        let queued = |c: &Connection| -> i64 {
+            c.query_row("SELECT COUNT(*) FROM vector_outbox", [], |r| r.get(0))
+                .unwrap()
+        };
+        let before = queued(&conn);
+        let again = stored(apply_all(&mut conn, &batches));
+        assert_eq!(again.iter().map(|a| a.updated).sum::<u64>(), 0);
+        assert_eq!(queued(&conn), before, "nothing to embed again");
+        let kept: Vec<u8> = conn
+            .query_row("SELECT text_z FROM messages WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept, other);
+    }
+
+    /// The bytes in flight: a parser waits while they would pass the bound (and the writer
+    /// then sees it waiting), goes on when the writer gives them back, and stops when the
+    /// writer stops.
     #[test]
     fn in_flight_bytes_wait_for_the_writer_and_never_outlive_it() {
         let f = InFlight::default();
         // A batch larger than the bound goes through when nothing else is in flight.
         assert!(f.take(3 * QUEUED_BYTES));
-        let pause = std::time::Duration::from_millis(50);
+        assert!(!f.full());
+        let pause = Duration::from_millis(50);
         std::thread::scope(|s| {
             let next = s.spawn(|| f.take(1));
             std::thread::sleep(pause);
             assert!(!next.is_finished(), "waits while the bound is passed");
+            assert!(f.full(), "the writer sees a parser waiting");
             f.give(3 * QUEUED_BYTES);
             assert!(next.join().unwrap());
             let full = s.spawn(|| f.take(QUEUED_BYTES));
@@ -684,8 +779,12 @@ mod tests {
             assert!(!full.join().unwrap(), "a closed import takes no batch");
         });
         assert!(!f.take(1));
+        assert!(!f.full());
     }
 
+    /// Several files' batches written together: all stored in one go; and when one fails, it
+    /// takes none of the others with it, leaves nothing of itself, and its file's later batches
+    /// are skipped, so that file's stored cursor stays at its last stored batch.
     #[test]
     fn batches_written_together_fail_one_by_one() {
         let dir = tempfile::tempdir().unwrap();

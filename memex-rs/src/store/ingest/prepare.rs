@@ -9,6 +9,7 @@ use crate::store::{COMPRESS_TEXT_ABOVE, fts, zstd_bytes};
 
 /// A message ready to be written.
 pub struct Prepared {
+    /// The message; its `text` is moved to `text` when short, and kept beside `text_z`.
     pub m: ParsedMessage,
     pub text: Option<String>,
     pub text_z: Option<Vec<u8>>,
