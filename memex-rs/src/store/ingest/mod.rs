@@ -543,6 +543,18 @@ mod tests {
         }
     }
 
+    /// Every batch of `job`, prepared as an import would (64 KiB batches), not written.
+    fn batches_of(registry: &AdapterRegistry, conn: &Connection, job: &Job) -> Vec<Batch> {
+        let mut batches = Vec::new();
+        let opts = test_opts(64 << 10);
+        ingest_file(registry, conn, job, &opts, &mut HashMap::new(), &mut |b| {
+            batches.push(b);
+            true
+        })
+        .unwrap();
+        batches
+    }
+
     /// One `import` of `job` into `data`, with its own writer.
     fn import_once(data: &Path, job: &Job, opts: &IngestOptions) -> ImportReport {
         let (writer, handle) = Writer::start(data).unwrap();
@@ -700,21 +712,7 @@ mod tests {
             root: dir.path().join("projects"),
             path,
         };
-        let mut batches = Vec::new();
-        let mut keep = |b| {
-            batches.push(b);
-            true
-        };
-        let opts = test_opts(64 << 10);
-        ingest_file(
-            &registry,
-            &conn,
-            &job,
-            &opts,
-            &mut HashMap::new(),
-            &mut keep,
-        )
-        .unwrap();
+        let batches = batches_of(&registry, &conn, &job);
         let stored = |outcomes: Vec<Outcome>| -> Vec<Applied> {
             outcomes
                 .into_iter()
@@ -805,20 +803,7 @@ mod tests {
                 root: dir.path().join("projects"),
                 path: path.to_owned(),
             };
-            let mut batches = Vec::new();
-            ingest_file(
-                &registry,
-                &conn,
-                &job,
-                &test_opts(64 << 10),
-                &mut HashMap::new(),
-                &mut |b| {
-                    batches.push(b);
-                    true
-                },
-            )
-            .unwrap();
-            batches
+            batches_of(&registry, &conn, &job)
         };
         let (a, b) = (batches_of(&path_a), batches_of(&path_b));
         // Without a failure: one transaction, every batch stored.
