@@ -162,7 +162,12 @@ pub struct Decoded {
 /// JavaScript when an emoji is cut in half) become U+FFFD, and invalid UTF-8 bytes are decoded
 /// with U+FFFD (the raw bytes are still stored as they are). Anything else is an error.
 pub fn decode_json(bytes: &[u8]) -> Result<Decoded, String> {
-    let first_err = match serde_json::from_slice(bytes) {
+    // Valid UTF-8 (nearly every line) is checked once for the whole line, not string by string.
+    let parsed = match std::str::from_utf8(bytes) {
+        Ok(s) => serde_json::from_str(s),
+        Err(_) => serde_json::from_slice(bytes),
+    };
+    let first_err = match parsed {
         Ok(value) => {
             return Ok(Decoded {
                 value,

@@ -30,6 +30,15 @@ pub fn blocks_text(v: &Value) -> String {
     out
 }
 
+/// [`blocks_text`] of a list of blocks, without building a list value.
+pub fn blocks_text_of(blocks: &[Value]) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        push_blocks(b, &mut out);
+    }
+    out
+}
+
 fn push_blocks(v: &Value, out: &mut String) {
     let push = |s: &str, out: &mut String| {
         if s.is_empty() {

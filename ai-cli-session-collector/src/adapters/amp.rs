@@ -310,10 +310,7 @@ impl Thread<'_> {
                         MessageKind::CompactionSummary,
                         str_of(s, "summary").unwrap_or_default().to_owned(),
                     ),
-                    _ => (
-                        MessageKind::Meta,
-                        text::blocks_text(&Value::Array(blocks.to_vec())),
-                    ),
+                    _ => (MessageKind::Meta, text::blocks_text_of(blocks)),
                 };
                 let mut m = self.mk(id.clone(), ts, Role::System, kind);
                 m.text = txt;
@@ -370,7 +367,7 @@ impl Thread<'_> {
                 }
                 _ => {
                     let mut m = self.mk(block_id(j), ts, Role::User, MessageKind::Meta);
-                    m.text = text::blocks_text(&Value::Array(vec![b.clone()]));
+                    m.text = text::blocks_text(b);
                     emit.push(m);
                 }
             }
@@ -411,7 +408,7 @@ impl Thread<'_> {
                 }
                 _ => {
                     let mut m = self.mk(bid, ts, Role::Assistant, MessageKind::Meta);
-                    m.text = text::blocks_text(&Value::Array(vec![b.clone()]));
+                    m.text = text::blocks_text(b);
                     m
                 }
             };

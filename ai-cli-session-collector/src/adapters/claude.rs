@@ -2,6 +2,7 @@
 //! (≤1.0), in `agent-<id>.jsonl` beside the session (2.0) or in `<session>/subagents/` (2.1).
 //! FORMATS.md §1.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -227,9 +228,11 @@ fn handle(
                 return;
             };
             let content = match msg.get("content") {
-                Some(Value::String(s)) => vec![serde_json::json!({"type": "text", "text": s})],
-                Some(Value::Array(a)) => a.clone(),
-                None | Some(Value::Null) => Vec::new(),
+                Some(Value::String(s)) => {
+                    Cow::Owned(vec![serde_json::json!({"type": "text", "text": s})])
+                }
+                Some(Value::Array(a)) => Cow::Borrowed(a.as_slice()),
+                None | Some(Value::Null) => Cow::Borrowed(&[][..]),
                 Some(_) => {
                     emit.skip(
                         &rec,
@@ -345,7 +348,7 @@ fn user_record(
                 emit.push(m);
             } else {
                 let mut m = mk(block_id(i), Role::User, MessageKind::Meta, prompt_now);
-                m.text = text::blocks_text(&Value::Array(vec![b.clone()]));
+                m.text = text::blocks_text(b);
                 emit.push(m);
             }
         }
@@ -359,7 +362,7 @@ fn user_record(
         }
         return;
     }
-    let body = text::blocks_text(&Value::Array(content.to_vec()));
+    let body = text::blocks_text_of(content);
     if flag("isCompactSummary") {
         let mut m = mk(
             block_id(0),
@@ -494,7 +497,7 @@ fn assistant_record(
             }
             _ => {
                 let mut m = mk(block_id(i), Role::Assistant, MessageKind::Meta, prompt_now);
-                m.text = text::blocks_text(&Value::Array(vec![b.clone()]));
+                m.text = text::blocks_text(b);
                 m
             }
         };

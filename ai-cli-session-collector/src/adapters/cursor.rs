@@ -354,7 +354,7 @@ fn handle(
                 "tool_result" => tool_result(&mk, i, b, st.prompt),
                 _ => {
                     let mut m = mk(i, Role::Assistant, MessageKind::Meta, st.prompt);
-                    m.text = text::blocks_text(&Value::Array(vec![b.clone()]));
+                    m.text = text::blocks_text(b);
                     m
                 }
             };

@@ -664,12 +664,7 @@ fn assistant(
                 "toolCall" => tool_call_of(b, "arguments", "id", |text| {
                     new(i, Role::Assistant, MessageKind::ToolCall, text)
                 }),
-                _ => new(
-                    i,
-                    Role::Assistant,
-                    MessageKind::Meta,
-                    text::blocks_text(&Value::Array(vec![b.clone()])),
-                ),
+                _ => new(i, Role::Assistant, MessageKind::Meta, text::blocks_text(b)),
             })
             .collect()
     };
