@@ -130,7 +130,9 @@ pub(super) fn wiping<T, E: From<rusqlite::Error>>(
     }
     if out.is_ok() {
         // Readers between statements do not hold it back; one in a long read only delays the
-        // truncation to the next checkpoint.
+        // truncation to the next checkpoint. A running background checkpoint would make it
+        // busy at once (no busy handler for the checkpoint lock), so it ends first.
+        let _paused = super::checkpoint::pause();
         match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
             r.get::<_, i64>(0)
         }) {

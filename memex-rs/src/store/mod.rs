@@ -4,6 +4,7 @@
 //! One thread owns the write connection ([`Writer`]); everything else reads through its own
 //! connections in WAL mode, so readers never block the writer and vice versa.
 
+pub mod checkpoint;
 pub mod forget;
 pub mod fts;
 pub mod fts_hits;
@@ -350,18 +351,20 @@ impl Writer {
     /// next batch, few enough that queued batches stay a small, bounded amount of memory.
     pub fn start(data_dir: &Path) -> Result<(Writer, thread::JoinHandle<()>)> {
         let mut conn = open(data_dir)?;
-        // Checkpoint the WAL every 32 MiB instead of 4: pages rewritten by consecutive batches
-        // (index roots, FTS segments being merged) are copied to the database once.
-        conn.pragma_update(None, "wal_autocheckpoint", 8192)?;
+        // The log is checkpointed by a thread of its own every 32 MiB (`checkpoint`).
+        let mut checkpoints = checkpoint::Checkpointer::start(&conn, &db_path(data_dir))?;
         // Every statement a batch runs stays compiled (about 30; rusqlite keeps 16).
         conn.set_prepared_statement_cache_capacity(64);
         let (tx, rx) = mpsc::sync_channel::<Job>(4);
         let handle = thread::Builder::new()
             .name("memex-writer".into())
             .spawn(move || {
+                checkpoints.register();
                 for job in rx {
                     job(&mut conn);
+                    checkpoints.after_job(&conn);
                 }
+                drop(checkpoints);
             })
             .expect("spawn the writer thread");
         Ok((Writer { tx }, handle))

@@ -124,7 +124,10 @@ fn import(corpus: &Path, data: &Path, threads: usize, pre: Option<String>) {
     let rep = ingest::import(&writer, data, registry, jobs, &opts, &stop, &|_| {}).unwrap();
     let secs = t.elapsed().as_secs_f64();
     writer
-        .call(|c| c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"))
+        .call(|c| {
+            let _paused = store::checkpoint::pause();
+            c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        })
         .unwrap()
         .unwrap();
     drop(writer);
