@@ -366,6 +366,7 @@ pub fn import(
             let btx = btx.clone();
             let db = db.clone();
             scope.spawn(move || {
+                lower_priority();
                 let Ok(reader) = super::connect(&db) else {
                     return;
                 };
@@ -508,8 +509,39 @@ fn count_stored(
     sessions.extend(ids.into_iter().map(|s| (b.agent, s.to_owned())));
 }
 
+/// Parsers yield the CPU to the writer: it is the one thread every batch goes through, and
+/// with a parser per core it lost its core to them while it had work (a thread's nice value,
+/// Linux; raising it needs no privilege).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `gettid` and `setpriority` take plain integers; the call changes only this
+    // thread's nice value, and a failure (ignored) leaves it as it was.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 5);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// A parser thread's nice value goes up by 5 (or to the top, 19), and only its own.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn parsers_yield_to_the_writer() {
+        // SAFETY: plain integer calls reading the nice value of the calling thread.
+        let nice =
+            || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let before = nice();
+        let after = std::thread::spawn(move || {
+            lower_priority();
+            nice()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, (before + 5).min(19));
+        assert_eq!(nice(), before, "the calling thread keeps its own");
+    }
+
     use super::*;
 
     fn claude_file(dir: &Path, lines: usize) -> PathBuf {
