@@ -510,20 +510,33 @@ fn count_stored(
 }
 
 /// Parsers yield the CPU to the writer: it is the one thread every batch goes through, and
-/// with a parser per core it lost its core to them while it had work (a thread's nice value,
-/// Linux; raising it needs no privilege).
+/// with a parser per core it lost its core to them while it had work. The thread's nice value
+/// goes up by 5 from what it is (a process started with `nice` stays below the writer, never
+/// above it); raising it needs no privilege (Linux, where the value is per thread).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: `gettid` and `setpriority` take plain integers; the call changes only this
-    // thread's nice value, and a failure (ignored) leaves it as it was.
+    // SAFETY: `gettid`, `getpriority` and `setpriority` take plain integers, and errno is this
+    // thread's own; the calls change only this thread's nice value, and a failure (ignored)
+    // leaves it as it was.
     unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 5);
+        let tid = libc::gettid() as libc::id_t;
+        // -1 is also a valid nice value: errno tells them apart.
+        *libc::__errno_location() = 0;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if now != -1 || *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, tid, (now + 5).min(19));
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn claude_file(dir: &Path, lines: usize) -> PathBuf {
+        claude_session(dir, "55555555-2222-4333-8444-555555555555", lines)
+    }
+
     /// A parser thread's nice value goes up by 5 (or to the top, 19), and only its own.
     #[cfg(target_os = "linux")]
     #[test]
@@ -539,13 +552,19 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(after, (before + 5).min(19));
+        // From a thread at nice 10 (where the process allows it), up to 15: relative, never
+        // back down to 5.
+        let (start, end) = std::thread::spawn(move || {
+            // SAFETY: as above, on this thread only.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+            let start = nice();
+            lower_priority();
+            (start, nice())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(end, (start + 5).min(19));
         assert_eq!(nice(), before, "the calling thread keeps its own");
-    }
-
-    use super::*;
-
-    fn claude_file(dir: &Path, lines: usize) -> PathBuf {
-        claude_session(dir, "55555555-2222-4333-8444-555555555555", lines)
     }
 
     fn claude_session(dir: &Path, sid: &str, lines: usize) -> PathBuf {
