@@ -21,9 +21,11 @@
 //! connection (`memex-bench import --pre`) replaces the hook and turns all this off.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread;
 
 use rusqlite::Connection;
@@ -47,58 +49,74 @@ thread_local! {
 /// Whether the background checkpoint runs, how many pauses hold it back, and how many it ran.
 #[derive(Default)]
 struct Turns {
-    state: Mutex<(bool, u32)>,
+    state: Mutex<State>,
     changed: Condvar,
-    ran: std::sync::atomic::AtomicU64,
+    ran: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    running: bool,
+    pauses: u32,
 }
 
 impl Turns {
-    /// Waits for the pauses to end, then marks the checkpoint running.
-    fn begin(&self) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while s.1 > 0 {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits while `busy` holds of the state.
+    fn wait_while<'a>(
+        &self,
+        mut s: MutexGuard<'a, State>,
+        busy: fn(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        while busy(&s) {
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
-        s.0 = true;
+        s
+    }
+
+    /// Waits for the pauses to end, then marks the checkpoint running.
+    fn begin(&self) {
+        self.wait_while(self.lock(), |s| s.pauses > 0).running = true;
     }
 
     fn end(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = false;
-        self.ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock().running = false;
+        self.ran.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_all();
     }
 }
 
 /// Holds the background checkpoint back while it lives. It stays on the writer's thread (not
 /// `Send`): a guard held past the writer's end would keep its shutdown waiting.
-pub struct Paused(Arc<Turns>, std::marker::PhantomData<*const ()>);
+pub struct Paused(Arc<Turns>, PhantomData<*const ()>);
 
 impl Paused {
-    fn new(turns: Arc<Turns>) -> Paused {
-        let mut s = turns.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.1 += 1;
-        while s.0 {
-            s = turns.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        drop(s);
-        Paused(turns, std::marker::PhantomData)
-    }
-
-    /// A pause now, or `None` while a checkpoint runs.
-    fn try_new(turns: &Arc<Turns>) -> Option<Paused> {
-        let mut s = turns.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.0 {
+    /// A pause once a running checkpoint has ended; with `wait` false, `None` while one runs.
+    fn take(turns: &Arc<Turns>, wait: bool) -> Option<Paused> {
+        let mut s = turns.lock();
+        if s.running && !wait {
             return None;
         }
-        s.1 += 1;
-        Some(Paused(Arc::clone(turns), std::marker::PhantomData))
+        s.pauses += 1;
+        drop(turns.wait_while(s, |s| s.running));
+        Some(Paused(Arc::clone(turns), PhantomData))
     }
 }
 
 impl Drop for Paused {
     fn drop(&mut self) {
-        self.0.state.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+        self.0.lock().pauses -= 1;
         self.0.changed.notify_all();
+    }
+}
+
+/// A `PASSIVE` checkpoint on `conn`; a failure is logged, and the next one retries.
+fn checkpoint(conn: &Connection, whose: &str) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, whose, "checkpoint failed; the next one retries");
     }
 }
 
@@ -110,7 +128,9 @@ fn note_pages(_: &Wal, pages: c_int) -> rusqlite::Result<()> {
 /// Waits for a running background checkpoint to end and holds the next one back while the
 /// guard lives. On a thread that is not a writer's, it holds nothing.
 pub fn pause() -> Option<Paused> {
-    TURNS.with(|t| t.borrow().clone()).map(Paused::new)
+    TURNS
+        .with(|t| t.borrow().clone())
+        .and_then(|t| Paused::take(&t, true))
 }
 
 /// The writer's side: counts the log's pages and wakes the checkpoint thread.
@@ -139,10 +159,7 @@ impl Checkpointer {
             .spawn(move || {
                 for () in woken {
                     mine.begin();
-                    if let Err(e) = own.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
-                        tracing::warn!(error = %e, "background checkpoint failed; the next one retries");
-                    }
+                    checkpoint(&own, "background");
                     mine.end();
                 }
             })
@@ -170,10 +187,8 @@ impl Checkpointer {
             self.woken_at = 0;
         }
         if pages >= CAP {
-            if let Some(_paused) = Paused::try_new(&self.turns) {
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                    tracing::warn!(error = %e, "checkpoint failed; the next commit retries");
-                }
+            if let Some(_paused) = Paused::take(&self.turns, false) {
+                checkpoint(conn, "writer");
                 WAL_PAGES.with(|p| p.set(0));
                 self.woken_at = 0;
             }
@@ -251,11 +266,7 @@ mod tests {
         let ran = || {
             writer
                 .call(|_| {
-                    TURNS.with(|t| {
-                        t.borrow()
-                            .as_ref()
-                            .map(|t| t.ran.load(std::sync::atomic::Ordering::Relaxed))
-                    })
+                    TURNS.with(|t| t.borrow().as_ref().map(|t| t.ran.load(Ordering::Relaxed)))
                 })
                 .unwrap()
         };
