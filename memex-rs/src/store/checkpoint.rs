@@ -4,13 +4,13 @@
 //! writer stopped to copy the log into the database file and wait for two `fsync`s. In a 1M
 //! import that was a quarter of the writer's time spent asleep, waiting for the disk, while the
 //! parsers waited for it. Here the writer's connection only counts the log's pages (a WAL hook)
-//! and, every [`EVERY`] pages, wakes a thread with a connection of its own that runs a
+//! and, every [`EVERY`] bytes of log, wakes a thread with a connection of its own that runs a
 //! `PASSIVE` checkpoint: it copies what is committed while the writer goes on appending.
 //!
 //! A passive checkpoint blocks neither the writer nor a reader, but the log restarts from its
 //! beginning only when the writer begins a transaction after everything in it was copied (and
 //! no reader still reads an older snapshot). A writer that never pauses, as in an import, keeps
-//! adding a tail while the thread copies, so the log grows up to [`CAP`] pages; there the
+//! adding a tail while the thread copies, so the log grows up to [`CAP`] bytes; there the
 //! writer copies that tail itself (unless the thread is copying; then after its next job) and
 //! the log restarts at its next transaction. `journal_size_limit` then cuts the file back to
 //! 64 MiB, so a long-running service does not keep a 256 MiB log file.
@@ -33,11 +33,11 @@ use rusqlite::hooks::Wal;
 
 use super::Result;
 
-/// Pages of log (4 KiB each) between two background checkpoints: 32 MiB, so pages rewritten
-/// by consecutive batches are copied once.
-pub const EVERY: i32 = 8192;
-/// Pages of log at which the writer checkpoints itself: 256 MiB.
-pub const CAP: i32 = 65536;
+/// Bytes of log between two background checkpoints, so that pages rewritten by consecutive
+/// batches are copied once.
+pub const EVERY: i64 = 32 << 20;
+/// Bytes of log at which the writer checkpoints itself.
+pub const CAP: i64 = 256 << 20;
 
 thread_local! {
     /// Pages in the log after the last commit on this thread's writer connection.
@@ -140,6 +140,9 @@ pub struct Checkpointer {
     turns: Arc<Turns>,
     /// Pages in the log when the thread was last woken.
     woken_at: i32,
+    /// [`EVERY`] and [`CAP`] in pages of this archive.
+    every: i32,
+    cap: i32,
 }
 
 impl Checkpointer {
@@ -148,6 +151,8 @@ impl Checkpointer {
     /// to the archive at `db`.
     pub fn start(conn: &Connection, db: &Path) -> Result<Checkpointer> {
         let own = super::connect(db)?;
+        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let pages = |bytes: i64| (bytes / page.max(512)) as i32;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.pragma_update(None, "journal_size_limit", 64 << 20)?;
         conn.wal_hook(Some(note_pages));
@@ -169,6 +174,8 @@ impl Checkpointer {
             thread: Some(thread),
             turns,
             woken_at: 0,
+            every: pages(EVERY),
+            cap: pages(CAP),
         })
     }
 
@@ -177,7 +184,7 @@ impl Checkpointer {
         TURNS.with(|t| *t.borrow_mut() = Some(Arc::clone(&self.turns)));
     }
 
-    /// After a job on the writer: wakes the thread every [`EVERY`] pages of log, and past
+    /// After a job on the writer: wakes the thread every [`EVERY`] bytes of log, and past
     /// [`CAP`] checkpoints on `conn` itself, unless the thread is checkpointing (then after a
     /// later job).
     pub fn after_job(&mut self, conn: &Connection) {
@@ -186,13 +193,13 @@ impl Checkpointer {
             // The log restarted.
             self.woken_at = 0;
         }
-        if pages >= CAP {
+        if pages >= self.cap {
             if let Some(_paused) = Paused::take(&self.turns, false) {
                 checkpoint(conn, "writer");
                 WAL_PAGES.with(|p| p.set(0));
                 self.woken_at = 0;
             }
-        } else if pages - self.woken_at >= EVERY {
+        } else if pages - self.woken_at >= self.every {
             if let Some(w) = &self.wake {
                 // Full: a wake-up is already waiting, which is as good.
                 let _ = w.try_send(());

@@ -67,6 +67,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0011_fts_champions",
         include_str!("../../../migrations/0011_fts_champions.sql"),
     ),
+    (
+        "0012_fts_leaf_size",
+        include_str!("../../../migrations/0012_fts_leaf_size.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.
@@ -107,6 +111,10 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
     data_dir.join("memex.db")
 }
 
+/// The page size of an archive created by this version (migration `0012` sizes the full-text
+/// leaves for it).
+pub const PAGE_SIZE: u32 = 16384;
+
 /// Opens a connection with the pragmas every connection needs, the `memex_unzstd` SQL function
 /// and the full-text function [`fts_hits::NAME`]. Does not migrate.
 pub fn connect(path: &Path) -> Result<Connection> {
@@ -115,6 +123,12 @@ pub fn connect(path: &Path) -> Result<Connection> {
         source,
     };
     let conn = Connection::open(path).map_err(open)?;
+    // The page size counts only when the file is created (before its first write, so before
+    // the switch to WAL); an existing archive keeps its own. 16 KiB instead of SQLite's 4 KiB:
+    // fewer, fuller pages for the long texts, raw blocks and full-text leaves an import writes
+    // (BENCHMARKS.md, issue 13).
+    conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};"))
+        .map_err(open)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
@@ -451,5 +465,99 @@ impl ReadPool {
             idle.push(conn);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::OptionalExtension;
+
+    use super::*;
+
+    const FTS: [&str; 4] = [
+        "messages_fts",
+        "observations_fts",
+        "talk_summaries_fts",
+        "session_summaries_fts",
+    ];
+
+    fn page_size(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// The leaf size a full-text table was given, if any.
+    fn leaf_size(conn: &Connection, fts: &str) -> Option<i64> {
+        conn.query_row(
+            &format!("SELECT v FROM {fts}_config WHERE k = 'pgsz'"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap()
+    }
+
+    /// Indexes 3,000 rows of distinct words and returns the longest record of the index.
+    fn largest_leaf(conn: &Connection) -> i64 {
+        conn.execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+             INSERT INTO messages_fts (rowid, body)
+             SELECT i, 'word' || i || ' other' || (i * 7) || ' more' || (i * 13) FROM n;",
+        )
+        .unwrap();
+        conn.query_row(
+            "SELECT MAX(length(block)) FROM messages_fts_data",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// A new archive gets 16 KiB pages and full-text leaves that fill them; an archive an
+    /// earlier version created keeps its 4 KiB pages and FTS5's own leaf size when migrated.
+    #[test]
+    fn new_archives_get_larger_pages_and_old_ones_keep_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(dir.path()).unwrap();
+        assert_eq!(page_size(&conn), i64::from(PAGE_SIZE));
+        for fts in FTS {
+            assert_eq!(leaf_size(&conn, fts), Some(16000), "{fts}");
+        }
+        drop(conn);
+        // Opening it again changes nothing, and its index writes leaves of that size.
+        let conn = open(dir.path()).unwrap();
+        assert_eq!(page_size(&conn), i64::from(PAGE_SIZE));
+        assert_eq!(leaf_size(&conn, "messages_fts"), Some(16000));
+        assert!(largest_leaf(&conn) > 12_000, "{}", largest_leaf(&conn));
+
+        let old = tempfile::tempdir().unwrap();
+        let path = db_path(old.path());
+        let before = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0012_fts_leaf_size")
+            .unwrap();
+        {
+            let mut c = Connection::open(&path).unwrap();
+            c.execute_batch("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
+                .unwrap();
+            let tx = c.transaction().unwrap();
+            for (i, (_, sql)) in MIGRATIONS.iter().take(before).enumerate() {
+                tx.execute_batch(sql).unwrap();
+                tx.pragma_update(None, "user_version", i as i64 + 1)
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let mut conn = connect(&path).unwrap();
+        migrate(&mut conn).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        assert_eq!(page_size(&conn), 4096);
+        for fts in FTS {
+            assert_eq!(leaf_size(&conn, fts), None, "{fts}");
+        }
+        assert!(largest_leaf(&conn) < 8_000, "{}", largest_leaf(&conn));
     }
 }
