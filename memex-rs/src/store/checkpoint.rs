@@ -152,7 +152,7 @@ impl Checkpointer {
     pub fn start(conn: &Connection, db: &Path) -> Result<Checkpointer> {
         let own = super::connect(db)?;
         let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let pages = |bytes: i64| (bytes / page.max(512)) as i32;
+        let pages = |bytes: i64| (bytes / page) as i32;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.pragma_update(None, "journal_size_limit", 64 << 20)?;
         conn.wal_hook(Some(note_pages));

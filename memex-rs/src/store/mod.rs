@@ -127,15 +127,14 @@ pub fn connect(path: &Path) -> Result<Connection> {
     // the switch to WAL); an existing archive keeps its own. 16 KiB instead of SQLite's 4 KiB:
     // fewer, fuller pages for the long texts, raw blocks and full-text leaves an import writes
     // (BENCHMARKS.md, issue 13).
-    conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};"))
-        .map_err(open)?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
+    conn.execute_batch(&format!(
+        "PRAGMA page_size = {PAGE_SIZE};
+         PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
          PRAGMA busy_timeout = 10000;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -32000;",
-    )
+         PRAGMA cache_size = -32000;"
+    ))
     .map_err(open)?;
     conn.create_scalar_function(
         "memex_unzstd",
