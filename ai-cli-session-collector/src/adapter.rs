@@ -346,11 +346,12 @@ impl AdapterRegistry {
     }
 }
 
-/// One JSON record handed to an adapter by [`drive_jsonl`].
-pub(crate) struct Record<'a> {
+/// One JSON record handed to an adapter by [`drive_jsonl`]: a value tree, or the typed view
+/// an adapter asked [`drive_jsonl_as`] for.
+pub(crate) struct Record<'a, T = serde_json::Value> {
     pub line: u64,
     pub offset: u64,
-    pub value: serde_json::Value,
+    pub value: T,
     _raw: std::marker::PhantomData<&'a [u8]>,
 }
 
@@ -366,7 +367,7 @@ impl Emit {
     }
 
     /// Reports a record that is stored, but part of which could not be used.
-    pub fn note(&mut self, rec: &Record<'_>, reason: impl Into<String>) {
+    pub fn note<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
         self.out.issues.push(ParseIssue {
             line: rec.line,
             byte_offset: rec.offset,
@@ -388,7 +389,7 @@ impl Emit {
     }
 
     /// Reports a record that was decoded but could not be used, and is skipped.
-    pub fn skip(&mut self, rec: &Record<'_>, reason: impl Into<String>) {
+    pub fn skip<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
         self.out.issues.push(ParseIssue {
             line: rec.line,
             byte_offset: rec.offset,
@@ -406,7 +407,18 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
     path: &Path,
     cursor: &Cursor,
     max_bytes: usize,
-    mut on_record: impl FnMut(&mut S, &mut Emit, Record<'_>),
+    on_record: impl FnMut(&mut S, &mut Emit, Record<'_>),
+) -> Result<(ParseOutput, S), ParseError> {
+    drive_jsonl_as(path, cursor, max_bytes, on_record)
+}
+
+/// [`drive_jsonl`] with each record decoded into `T` (see [`reader::decode_record`]): an
+/// adapter whose files are large reads the fields it uses without building a tree of the rest.
+pub(crate) fn drive_jsonl_as<S: Default + Serialize + DeserializeOwned, T: DeserializeOwned>(
+    path: &Path,
+    cursor: &Cursor,
+    max_bytes: usize,
+    mut on_record: impl FnMut(&mut S, &mut Emit, Record<'_, T>),
 ) -> Result<(ParseOutput, S), ParseError> {
     let io = |source| ParseError::Io {
         path: path.to_owned(),
@@ -436,15 +448,9 @@ pub(crate) fn drive_jsonl<S: Default + Serialize + DeserializeOwned>(
         if trimmed.is_empty() {
             return;
         }
-        match reader::decode_json(trimmed) {
-            // Every line format is one JSON object per line: anything else is reported here,
-            // once for all adapters.
-            Ok(d) if !d.value.is_object() => emit.out.issues.push(ParseIssue {
-                line: line_no,
-                byte_offset: offset,
-                reason: "record is not a JSON object".into(),
-                kept: false,
-            }),
+        // Every line format is one JSON object per line: anything else is reported here, once
+        // for all adapters.
+        match reader::decode_record::<T>(trimmed) {
             Ok(d) => {
                 let issues_before = emit.out.issues.len();
                 let before = emit.out.messages.len();

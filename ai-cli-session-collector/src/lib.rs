@@ -9,6 +9,7 @@
 pub mod adapter;
 pub mod adapters;
 pub(crate) mod document;
+mod loose;
 pub mod model;
 pub mod reader;
 pub mod sqlite;

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 /// How many head bytes identify a file's content for rewrite detection.
@@ -152,10 +153,39 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// A decoded JSON record and what had to be forgiven to decode it.
 #[derive(Debug)]
-pub struct Decoded {
-    pub value: serde_json::Value,
+pub struct Decoded<T = serde_json::Value> {
+    pub value: T,
     /// Set when the line was not valid UTF-8 and was decoded with U+FFFD replacements.
     pub lossy_utf8: bool,
+}
+
+/// Decodes one line that must be a JSON object into `T`, as leniently as [`decode_json`].
+///
+/// `T` is a value tree, or a typed view of the record whose fields accept any JSON (so that a
+/// field of an unexpected type reads as absent instead of failing the record). A well-formed
+/// object goes straight into `T`; anything else (a line that is not an object, lone surrogate
+/// escapes, invalid UTF-8, whatever a typed view refuses to read) goes through [`decode_json`]
+/// first, so a typed view accepts and rejects exactly the lines a tree does, with the same
+/// reasons.
+pub fn decode_record<T: DeserializeOwned>(bytes: &[u8]) -> Result<Decoded<T>, String> {
+    if bytes.first() == Some(&b'{')
+        && let Ok(s) = std::str::from_utf8(bytes)
+        && let Ok(value) = serde_json::from_str::<T>(s)
+    {
+        return Ok(Decoded {
+            value,
+            lossy_utf8: false,
+        });
+    }
+    let d = decode_json(bytes)?;
+    if !d.value.is_object() {
+        return Err("record is not a JSON object".into());
+    }
+    let value = T::deserialize(d.value).map_err(|e| format!("record does not fit: {e}"))?;
+    Ok(Decoded {
+        value,
+        lossy_utf8: d.lossy_utf8,
+    })
 }
 
 /// Decodes one JSON record leniently: lone UTF-16 surrogate escapes (`"\ud83d"`, written by
@@ -276,6 +306,49 @@ mod tests {
                 .unwrap_err()
                 .starts_with("invalid JSON")
         );
+    }
+
+    crate::loose::view! {
+        #[derive(Debug)]
+        struct View {
+            "a" => a: Option<serde_json::Value>,
+        }
+    }
+
+    #[test]
+    fn a_record_read_into_a_view_is_accepted_and_rejected_as_a_tree() {
+        let lines: [&[u8]; 10] = [
+            br#"{"a":1,"b":{"c":[true,null]}}"#,
+            br#"[1]"#,
+            br#""text""#,
+            br#"{"a":"\ud83d"}"#,
+            b"{\"a\":\"caf\xe9\"}",
+            br#"{"a":1"#,
+            br#"{"a":1,"a":"two"}"#,
+            // serde_json's raw-value token: as the first key of an object a tree reads the
+            // JSON in its string instead of the object; anywhere else it is an ordinary key.
+            br#"{"$serde_json::private::RawValue":"{\"a\":2}"}"#,
+            br#"{"a":1,"$serde_json::private::RawValue":"x"}"#,
+            br#"{"a":{"$serde_json::private::RawValue":"[3]"}}"#,
+        ];
+        for line in lines {
+            let tree = decode_json(line).and_then(|d| {
+                if d.value.is_object() {
+                    Ok(d)
+                } else {
+                    Err("record is not a JSON object".to_owned())
+                }
+            });
+            let view = decode_record::<View>(line);
+            match (&tree, &view) {
+                (Ok(t), Ok(v)) => {
+                    assert_eq!(t.value.get("a"), v.value.a.as_ref(), "{line:?}");
+                    assert_eq!(t.lossy_utf8, v.lossy_utf8, "{line:?}");
+                }
+                (Err(t), Err(v)) => assert_eq!(t, v, "{line:?}"),
+                _ => panic!("{line:?}: tree {tree:?}, view {view:?}"),
+            }
+        }
     }
 
     #[test]

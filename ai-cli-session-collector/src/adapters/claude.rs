@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::adapter::{
-    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl, files_under, parse_ts,
-    str_of, string_of, u64_of,
+    ConversationAdapter, Emit, Env, ParseError, Record, blank, drive_jsonl_as, files_under,
+    parse_ts, str_of, string_of,
 };
+use crate::loose::{Count, Flag, NotNull, Obj, Str, view};
 use crate::model::{
     Cursor, MessageKind, ParseOutput, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
     ToolResult, Usage,
@@ -123,9 +124,10 @@ impl ConversationAdapter for ClaudeAdapter {
     ) -> Result<ParseOutput, ParseError> {
         let role = file_role(path);
         let mut info = SessionInfo::default();
-        let (mut out, st) = drive_jsonl::<State>(path, cursor, max_bytes, |st, emit, rec| {
-            handle(&role, st, emit, rec, &mut info);
-        })?;
+        let (mut out, st) =
+            drive_jsonl_as::<State, Line>(path, cursor, max_bytes, |st, emit, rec| {
+                handle(&role, st, emit, rec, &mut info);
+            })?;
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             if matches!(role, FileRole::SubAgent { .. }) {
@@ -147,16 +149,67 @@ struct State {
     counted: HashMap<String, u32>,
 }
 
+view! {
+    /// What the adapter reads of a record. The rest (the copy of a tool's output in
+    /// `toolUseResult`, `version`, `userType`, …) is checked as JSON but never built into a
+    /// tree: the transcripts are large and this runs for every line.
+    struct Line {
+        "type" => ty: Str,
+        "sessionId" => session_id: Str,
+        "uuid" => uuid: Str,
+        "parentUuid" => parent_uuid: Str,
+        "logicalParentUuid" => logical_parent_uuid: Str,
+        "timestamp" => timestamp: Option<Value>,
+        "cwd" => cwd: Str,
+        "gitBranch" => git_branch: Str,
+        "isSidechain" => is_sidechain: Flag,
+        "agentId" => agent_id: Str,
+        "requestId" => request_id: Str,
+        "message" => message: Obj<Message>,
+        /// `system` and `queue-operation` text.
+        "content" => content: Str,
+        "subtype" => subtype: Str,
+        "summary" => summary: Str,
+        "customTitle" => custom_title: Str,
+        "aiTitle" => ai_title: Str,
+        "agentName" => agent_name: Str,
+        "isMeta" => is_meta: Flag,
+        "isVisibleInTranscriptOnly" => is_visible_in_transcript_only: Flag,
+        "isCompactSummary" => is_compact_summary: Flag,
+        "isApiErrorMessage" => is_api_error_message: Flag,
+        "toolUseResult" => tool_use_result: NotNull,
+    }
+}
+
+view! {
+    /// `message` of a `user` or `assistant` record.
+    struct Message {
+        "model" => model: Str,
+        "id" => id: Str,
+        "usage" => usage: Obj<MessageUsage>,
+        "content" => content: Option<Value>,
+    }
+}
+
+view! {
+    struct MessageUsage {
+        "input_tokens" => input_tokens: Count,
+        "output_tokens" => output_tokens: Count,
+        "cache_read_input_tokens" => cache_read_input_tokens: Count,
+        "cache_creation_input_tokens" => cache_creation_input_tokens: Count,
+    }
+}
+
 fn handle(
     role: &FileRole,
     st: &mut State,
     emit: &mut Emit,
-    rec: Record<'_>,
+    rec: Record<'_, Line>,
     info: &mut SessionInfo,
 ) {
     let v = &rec.value;
-    let ty = str_of(v, "type").unwrap_or("");
-    let line_sid = str_of(v, "sessionId").filter(|s| !s.is_empty());
+    let ty = v.ty.get().unwrap_or("");
+    let line_sid = v.session_id.get().filter(|s| !s.is_empty());
     if st.session_id.is_none() {
         st.session_id = match role {
             FileRole::Main { stem } if looks_like_uuid(stem) => Some(stem.clone()),
@@ -179,16 +232,16 @@ fn handle(
         FileRole::Main { .. } => (false, None),
     };
 
-    let uuid = string_of(v, "uuid");
+    let uuid = v.uuid.non_empty();
     let base_id = uuid.clone().unwrap_or_else(|| match role {
         FileRole::Main { stem } => format!("{stem}:L{}", rec.line),
         FileRole::SubAgent { agent_id, .. } => format!("agent-{agent_id}:L{}", rec.line),
     });
-    let ts = v.get("timestamp").and_then(parse_ts);
-    let cwd = string_of(v, "cwd");
-    let branch = string_of(v, "gitBranch");
-    let sidechain = sub_agent_file || v.get("isSidechain").and_then(Value::as_bool) == Some(true);
-    let agent_id = string_of(v, "agentId").or(file_agent_id);
+    let ts = v.timestamp.as_ref().and_then(parse_ts);
+    let cwd = v.cwd.non_empty();
+    let branch = v.git_branch.non_empty();
+    let sidechain = sub_agent_file || v.is_sidechain.0;
+    let agent_id = v.agent_id.non_empty().or(file_agent_id);
 
     if let Some(t) = ts {
         info.started_at = Some(info.started_at.map_or(t, |s| s.min(t)));
@@ -204,7 +257,10 @@ fn handle(
     let prompt_now = if sub_agent_file { 0 } else { st.prompt };
     let mk = |id: String, role: Role, kind: MessageKind, prompt: u32| -> ParsedMessage {
         let mut m = blank(AGENT, &sid, id, role, kind);
-        m.parent_id = string_of(v, "parentUuid").or_else(|| string_of(v, "logicalParentUuid"));
+        m.parent_id = v
+            .parent_uuid
+            .non_empty()
+            .or_else(|| v.logical_parent_uuid.non_empty());
         m.prompt_number = prompt;
         m.timestamp = ts;
         m.cwd.clone_from(&cwd);
@@ -223,11 +279,11 @@ fn handle(
 
     match ty {
         "user" | "assistant" => {
-            let Some(msg) = v.get("message").filter(|m| m.is_object()) else {
+            let Some(msg) = v.message.object() else {
                 emit.skip(&rec, format!("`{ty}` record has no `message` object"));
                 return;
             };
-            let content = match msg.get("content") {
+            let content = match &msg.content {
                 Some(Value::String(s)) => {
                     Cow::Owned(vec![serde_json::json!({"type": "text", "text": s})])
                 }
@@ -265,35 +321,33 @@ fn handle(
             let (role, text) = match ty {
                 "system" => (
                     Role::System,
-                    str_of(v, "content")
+                    v.content
+                        .get()
                         .map(str::to_owned)
-                        .or_else(|| string_of(v, "subtype"))
+                        .or_else(|| v.subtype.non_empty())
                         .unwrap_or_default(),
                 ),
                 "summary" => {
-                    let s = str_of(v, "summary").unwrap_or_default().to_owned();
+                    let s = v.summary.get().unwrap_or_default().to_owned();
                     offer_title(info, TitleSource::Summary, &s);
                     (Role::System, s)
                 }
                 "custom-title" => {
-                    let s = str_of(v, "customTitle").unwrap_or_default().to_owned();
+                    let s = v.custom_title.get().unwrap_or_default().to_owned();
                     offer_title(info, TitleSource::Custom, &s);
                     (Role::System, s)
                 }
                 "ai-title" | "agent-name" => {
-                    let key = if ty == "ai-title" {
-                        "aiTitle"
+                    let title = if ty == "ai-title" {
+                        &v.ai_title
                     } else {
-                        "agentName"
+                        &v.agent_name
                     };
-                    let s = str_of(v, key).unwrap_or_default().to_owned();
+                    let s = title.get().unwrap_or_default().to_owned();
                     offer_title(info, TitleSource::Generated, &s);
                     (Role::System, s)
                 }
-                "queue-operation" => (
-                    Role::User,
-                    str_of(v, "content").unwrap_or_default().to_owned(),
-                ),
+                "queue-operation" => (Role::User, v.content.get().unwrap_or_default().to_owned()),
                 _ => (Role::System, String::new()),
             };
             let mut m = mk(base_id.clone(), role, MessageKind::Meta, prompt_now);
@@ -322,7 +376,7 @@ fn offer_title(info: &mut SessionInfo, src: TitleSource, t: &str) {
 fn user_record(
     st: &mut State,
     emit: &mut Emit,
-    v: &Value,
+    v: &Line,
     content: &[Value],
     sidechain: bool,
     prompt_now: u32,
@@ -331,11 +385,10 @@ fn user_record(
     block_id: &dyn Fn(usize) -> String,
     base_id: &str,
 ) {
-    let flag = |k: &str| v.get(k).and_then(Value::as_bool) == Some(true);
     let has_results = content
         .iter()
         .any(|b| str_of(b, "type") == Some("tool_result"));
-    if has_results || v.get("toolUseResult").is_some_and(|r| !r.is_null()) && !content.is_empty() {
+    if has_results || v.tool_use_result.0 && !content.is_empty() {
         // A tool-result carrier: one message per result block, other blocks as meta.
         for (i, b) in content.iter().enumerate() {
             if str_of(b, "type") == Some("tool_result") {
@@ -363,7 +416,7 @@ fn user_record(
         return;
     }
     let body = text::blocks_text_of(content);
-    if flag("isCompactSummary") {
+    if v.is_compact_summary.0 {
         let mut m = mk(
             block_id(0),
             Role::User,
@@ -375,8 +428,8 @@ fn user_record(
         return;
     }
     let is_prompt = !sidechain
-        && !flag("isMeta")
-        && !flag("isVisibleInTranscriptOnly")
+        && !v.is_meta.0
+        && !v.is_visible_in_transcript_only.0
         && text::has_content_beyond_wrappers(content)
         && !text::is_claude_envelope(&body);
     let (kind, number) = if is_prompt {
@@ -403,8 +456,8 @@ fn user_record(
 #[allow(clippy::too_many_arguments)]
 fn assistant_record(
     emit: &mut Emit,
-    v: &Value,
-    msg: &Value,
+    v: &Line,
+    msg: &Message,
     content: &[Value],
     prompt_now: u32,
     info: &mut SessionInfo,
@@ -412,23 +465,24 @@ fn assistant_record(
     mk: &dyn Fn(String, Role, MessageKind, u32) -> ParsedMessage,
     block_id: &dyn Fn(usize) -> String,
 ) {
-    let model = string_of(msg, "model");
-    let synthetic = model.as_deref() == Some("<synthetic>")
-        || v.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true);
+    let model = msg.model.non_empty();
+    let synthetic = model.as_deref() == Some("<synthetic>") || v.is_api_error_message.0;
     let model = model.filter(|m| m != "<synthetic>");
     if !sub_agent_file && model.is_some() {
         info.model.clone_from(&model);
     }
-    let usage = msg.get("usage").filter(|u| u.is_object()).map(|u| Usage {
-        input_tokens: u64_of(u, "input_tokens"),
-        output_tokens: u64_of(u, "output_tokens"),
-        cache_read_tokens: u64_of(u, "cache_read_input_tokens"),
-        cache_creation_tokens: u64_of(u, "cache_creation_input_tokens"),
+    let usage = msg.usage.object().map(|u| Usage {
+        input_tokens: u.input_tokens.0,
+        output_tokens: u.output_tokens.0,
+        cache_read_tokens: u.cache_read_input_tokens.0,
+        cache_creation_tokens: u.cache_creation_input_tokens.0,
         reasoning_tokens: 0,
     });
-    let usage_key = string_of(msg, "id")
-        .or_else(|| string_of(v, "requestId"))
-        .or_else(|| string_of(v, "uuid"));
+    let usage_key = msg
+        .id
+        .non_empty()
+        .or_else(|| v.request_id.non_empty())
+        .or_else(|| v.uuid.non_empty());
     let mut first = true;
     let mut push = |emit: &mut Emit, mut m: ParsedMessage| {
         m.model.clone_from(&model);
