@@ -180,22 +180,32 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     }
     // Which stored message now points at which record of this batch's blocks (the last copy
     // wins), and the earlier blocks that lost a message to a newer copy.
-    let mut uses: HashMap<i64, RawRef> = HashMap::new();
+    // Keyed by rowid, one entry per message: a fast hash (these are our own ids, not input).
+    let mut uses: HashMap<i64, RawRef, ahash::RandomState> = HashMap::default();
     let mut released: HashMap<i64, u64> = HashMap::new();
     let mut ins = tx.prepare_cached(INSERT_MESSAGE)?;
     let mut fts_ins =
         tx.prepare_cached("INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)")?;
+    // A batch's messages come session by session: the last one's key is nearly always it.
+    let mut last: Option<(&str, i64)> = None;
     for p in &b.messages {
         let m = &p.m;
         if forgotten.message(m) {
             continue;
         }
-        let pk = match session_pk.get(&m.session_id) {
-            Some(&pk) => pk,
-            None => {
-                let pk = ensure_session(tx, b.agent, &m.session_id, &path)?;
-                session_pk.insert(m.session_id.clone(), pk);
-                touched.insert(pk);
+        let pk = match last {
+            Some((sid, pk)) if sid == m.session_id => pk,
+            _ => {
+                let pk = match session_pk.get(&m.session_id) {
+                    Some(&pk) => pk,
+                    None => {
+                        let pk = ensure_session(tx, b.agent, &m.session_id, &path)?;
+                        session_pk.insert(m.session_id.clone(), pk);
+                        touched.insert(pk);
+                        pk
+                    }
+                };
+                last = Some((&m.session_id, pk));
                 pk
             }
         };
@@ -339,7 +349,7 @@ fn keep_used_records(
     tx: &Connection,
     b: &Batch,
     block_ids: &[i64],
-    uses: &HashMap<i64, RawRef>,
+    uses: &HashMap<i64, RawRef, ahash::RandomState>,
 ) -> rusqlite::Result<()> {
     if block_ids.is_empty() {
         return Ok(());
