@@ -168,7 +168,7 @@ pub(crate) use view;
 /// What a visitor makes of one JSON value; every other kind of value is `None`.
 trait Pick: Sized {
     const EXPECTS: &'static str;
-    fn string(_: String) -> Option<Self> {
+    fn string(_: &str) -> Option<Self> {
         None
     }
     fn bool(_: bool) -> Option<Self> {
@@ -212,9 +212,6 @@ impl<'de, P: Pick> Visitor<'de> for PickVisitor<P> {
         Ok(P::f64(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(P::string(v.to_owned()))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
         Ok(P::string(v))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -258,8 +255,8 @@ impl Str {
 
 impl Pick for String {
     const EXPECTS: &'static str = "any JSON value (only a string is kept)";
-    fn string(s: String) -> Option<Self> {
-        Some(s)
+    fn string(s: &str) -> Option<Self> {
+        Some(s.to_owned())
     }
 }
 
@@ -311,7 +308,7 @@ struct Seen;
 
 impl Pick for Seen {
     const EXPECTS: &'static str = "any JSON value";
-    fn string(_: String) -> Option<Self> {
+    fn string(_: &str) -> Option<Self> {
         Some(Seen)
     }
     fn bool(_: bool) -> Option<Self> {
