@@ -165,7 +165,8 @@ macro_rules! view {
 }
 pub(crate) use view;
 
-/// What a visitor makes of one JSON value; every other kind of value is `None`.
+/// What a visitor keeps of a string, a boolean or a non-negative integer; every other value
+/// (and every kind the type does not take) is `None`.
 trait Pick: Sized {
     const EXPECTS: &'static str;
     fn string(_: &str) -> Option<Self> {
@@ -175,18 +176,6 @@ trait Pick: Sized {
         None
     }
     fn u64(_: u64) -> Option<Self> {
-        None
-    }
-    fn i64(_: i64) -> Option<Self> {
-        None
-    }
-    fn f64(_: f64) -> Option<Self> {
-        None
-    }
-    fn null() -> Option<Self> {
-        None
-    }
-    fn nested() -> Option<Self> {
         None
     }
 }
@@ -205,31 +194,31 @@ impl<'de, P: Pick> Visitor<'de> for PickVisitor<P> {
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
         Ok(P::u64(v))
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(P::i64(v))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(P::f64(v))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(P::string(v))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(P::null())
+        Ok(None)
     }
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(P::null())
+        Ok(None)
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
-        Ok(P::nested())
+        Ok(None)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         skip_entries(map)?;
-        Ok(P::nested())
+        Ok(None)
     }
 }
 
@@ -304,33 +293,10 @@ impl<'de> Deserialize<'de> for Count {
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub(crate) struct NotNull(pub bool);
 
-struct Seen;
-
-impl Pick for Seen {
-    const EXPECTS: &'static str = "any JSON value";
-    fn string(_: &str) -> Option<Self> {
-        Some(Seen)
-    }
-    fn bool(_: bool) -> Option<Self> {
-        Some(Seen)
-    }
-    fn u64(_: u64) -> Option<Self> {
-        Some(Seen)
-    }
-    fn i64(_: i64) -> Option<Self> {
-        Some(Seen)
-    }
-    fn f64(_: f64) -> Option<Self> {
-        Some(Seen)
-    }
-    fn nested() -> Option<Self> {
-        Some(Seen)
-    }
-}
-
 impl<'de> Deserialize<'de> for NotNull {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        pick::<Seen, D>(d).map(|s| NotNull(s.is_some()))
+        // `null` is `None`; anything else is `Some`, checked by `Skip`.
+        Option::<Skip>::deserialize(d).map(|s| NotNull(s.is_some()))
     }
 }
 
