@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Any JSON value, checked as a tree would check it and dropped.
 pub(crate) struct Skip;
@@ -165,8 +165,8 @@ macro_rules! view {
 }
 pub(crate) use view;
 
-/// What a visitor keeps of a string, a boolean or a non-negative integer; every other value
-/// (and every kind the type does not take) is `None`.
+/// What a visitor keeps of a string, a boolean, a non-negative integer or an object; every
+/// other value (and every kind the type does not take) is `None`.
 trait Pick: Sized {
     const EXPECTS: &'static str;
     fn string(_: &str) -> Option<Self> {
@@ -177,6 +177,10 @@ trait Pick: Sized {
     }
     fn u64(_: u64) -> Option<Self> {
         None
+    }
+    fn map<'de, A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+        skip_entries(map)?;
+        Ok(None)
     }
 }
 
@@ -217,8 +221,7 @@ impl<'de, P: Pick> Visitor<'de> for PickVisitor<P> {
         Ok(None)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        skip_entries(map)?;
-        Ok(None)
+        P::map(map)
     }
 }
 
@@ -300,66 +303,30 @@ impl<'de> Deserialize<'de> for NotNull {
     }
 }
 
-/// A field that is an object of shape `T`, or anything else (recorded as [`Obj::Other`], its
-/// content skipped). `T`'s own fields must be loose too.
+/// A field that is an object of shape `T` (anything else reads as no object, its content
+/// skipped). `T`'s own fields must be loose too.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) enum Obj<T> {
-    #[default]
-    Absent,
-    Object(T),
-    Other,
-}
+pub(crate) struct Obj<T>(Option<T>);
 
 impl<T> Obj<T> {
     pub fn object(&self) -> Option<&T> {
-        match self {
-            Obj::Object(t) => Some(t),
-            _ => None,
-        }
+        self.0.as_ref()
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+/// What [`Obj`] keeps of an object: the whole of it, read as `T`.
+struct Whole<T>(T);
+
+impl<T: DeserializeOwned> Pick for Whole<T> {
+    const EXPECTS: &'static str = "any JSON value (only an object is kept)";
+    fn map<'de, A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|t| Some(Whole(t)))
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Obj<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = Obj<T>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any JSON value (only an object is kept)")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj::Object)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<Skip>()?.is_some() {}
-                Ok(Obj::Other)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Obj::Other)
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-                d.deserialize_any(self)
-            }
-        }
-        d.deserialize_any(V(std::marker::PhantomData))
+        pick::<Whole<T>, D>(d).map(|w| Obj(w.map(|w| w.0)))
     }
 }
 
@@ -405,15 +372,15 @@ mod tests {
         assert!(!v.f.0);
         assert_eq!(v.n.0, 0);
         assert!(!v.x.0);
-        assert_eq!(v.o, Obj::Other);
+        assert_eq!(v.o.object(), None);
         let v = view(r#"{"s":{"a":"b"},"n":2.5,"x":false,"o":"text"}"#);
         assert_eq!(v.s.get(), None);
         assert_eq!(v.n.0, 0);
         assert!(v.x.0, "false is not null");
-        assert_eq!(v.o, Obj::Other);
+        assert_eq!(v.o.object(), None);
         let v = view("{}");
         assert_eq!((v.s.get(), v.f.0, v.n.0, v.x.0), (None, false, 0, false));
-        assert_eq!(v.o, Obj::Absent);
+        assert_eq!(v.o.object(), None);
     }
 
     #[test]
