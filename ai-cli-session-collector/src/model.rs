@@ -217,6 +217,10 @@ pub struct SessionInfo {
     /// The session this one was spawned from (sub-agent thread) or forked from.
     pub parent_session_id: Option<String>,
     pub is_subagent: bool,
+    /// This file holds only part of a session whose own transcript is another file (a Claude
+    /// sub-agent's file): it never names the session's source file while that file is known.
+    #[serde(default)]
+    pub part_file: bool,
     pub started_at: Option<i64>,
     pub updated_at: Option<i64>,
 }

@@ -404,6 +404,10 @@ fn claude_handwritten_session_follows_sources_md() {
         sub.sessions[0].model, None,
         "a sub-agent never sets the parent's model"
     );
+    assert!(
+        sub.sessions[0].part_file && !s.part_file,
+        "only the session's own file names its source"
+    );
 }
 
 #[test]

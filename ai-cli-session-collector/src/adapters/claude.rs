@@ -131,9 +131,10 @@ impl ConversationAdapter for ClaudeAdapter {
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             if matches!(role, FileRole::SubAgent { .. }) {
-                // A sub-agent never sets its parent's model or title.
+                // A sub-agent never sets its parent's model, title or transcript file.
                 info.model = None;
                 info.title = None;
+                info.part_file = true;
             }
             out.sessions.push(info);
         }

@@ -71,6 +71,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0012_fts_leaf_size",
         include_str!("../../../migrations/0012_fts_leaf_size.sql"),
     ),
+    (
+        "0013_session_source_path",
+        include_str!("../../../migrations/0013_session_source_path.sql"),
+    ),
 ];
 
 /// Texts longer than this are stored zstd-compressed.
@@ -512,6 +516,92 @@ mod tests {
         .unwrap()
     }
 
+    /// An archive at `path` as the version before `migration` left it, made after `pragmas`.
+    fn archive_before(path: &Path, migration: &str, pragmas: &str) -> Connection {
+        let before = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == migration)
+            .unwrap();
+        let mut c = Connection::open(path).unwrap();
+        c.execute_batch(pragmas).unwrap();
+        c.execute_batch("PRAGMA journal_mode = WAL;").unwrap();
+        let tx = c.transaction().unwrap();
+        for (i, (_, sql)) in MIGRATIONS.iter().take(before).enumerate() {
+            tx.execute_batch(sql).unwrap();
+            tx.pragma_update(None, "user_version", i as i64 + 1)
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        c
+    }
+
+    /// A Claude session that an earlier version stored under its sub-agent's file, or under no
+    /// file, gets its own transcript file back; every other session keeps its path.
+    #[test]
+    fn claude_sessions_get_their_own_file_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db_path(dir.path());
+        let sid = |n: u8| format!("{n}{n}{n}{n}{n}{n}{n}{n}-2222-4333-8444-555555555555");
+        let c = archive_before(&path, "0013_session_source_path", "");
+        let files = [
+            format!("/h/.claude/projects/-p/{}.jsonl", sid(1)),
+            format!("/h/.claude/projects/-p/{}/subagents/agent-a1.jsonl", sid(1)),
+            format!("/h/.claude/projects/-p/{}.jsonl", sid(2)),
+            format!("C:\\h\\.claude\\projects\\-p\\{}.jsonl", sid(3)),
+            format!("/h/.claude/projects/-p/{}/subagents/agent-a4.jsonl", sid(4)),
+            format!("/h/.codex/sessions/rollout-{}.jsonl", sid(5)),
+            format!("/h/.codex/sessions/rollout-x-{}.jsonl", sid(5)),
+        ];
+        for f in &files {
+            c.execute(
+                "INSERT INTO source_files (path, agent, root, cursor, updated_at)
+                 VALUES (?1, 'x', '/h', '{}', 0)",
+                [f],
+            )
+            .unwrap();
+        }
+        // (agent, session, stored path, its files by number)
+        let sessions: [(&str, String, Option<&str>, &[i64]); 5] = [
+            ("claude", sid(1), Some(&files[1]), &[1, 2]),
+            ("claude", sid(2), Some(""), &[3]),
+            ("claude", sid(3), None, &[4]),
+            ("claude", sid(4), Some(&files[4]), &[5]),
+            ("codex", sid(5), Some(&files[6]), &[6, 7]),
+        ];
+        for (agent, session, stored, owned) in &sessions {
+            c.execute(
+                "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)",
+                params![agent, session, stored],
+            )
+            .unwrap();
+            let pk = c.last_insert_rowid();
+            for f in *owned {
+                c.execute("INSERT INTO session_files VALUES (?1, ?2)", [pk, *f])
+                    .unwrap();
+            }
+        }
+        drop(c);
+        let mut conn = connect(&path).unwrap();
+        migrate(&mut conn).unwrap();
+        let now = |n: u8| -> Option<String> {
+            conn.query_row(
+                "SELECT source_path FROM sessions WHERE session_id = ?1",
+                [sid(n)],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(now(1).as_deref(), Some(files[0].as_str()));
+        assert_eq!(now(2).as_deref(), Some(files[2].as_str()));
+        assert_eq!(now(3).as_deref(), Some(files[3].as_str()));
+        assert_eq!(
+            now(4).as_deref(),
+            Some(files[4].as_str()),
+            "no own file known"
+        );
+        assert_eq!(now(5).as_deref(), Some(files[6].as_str()), "not Claude's");
+    }
+
     /// A new archive gets 16 KiB pages and full-text leaves that fill them; an archive an
     /// earlier version created keeps its 4 KiB pages and FTS5's own leaf size when migrated.
     #[test]
@@ -531,22 +621,7 @@ mod tests {
 
         let old = tempfile::tempdir().unwrap();
         let path = db_path(old.path());
-        let before = MIGRATIONS
-            .iter()
-            .position(|(name, _)| *name == "0012_fts_leaf_size")
-            .unwrap();
-        {
-            let mut c = Connection::open(&path).unwrap();
-            c.execute_batch("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
-                .unwrap();
-            let tx = c.transaction().unwrap();
-            for (i, (_, sql)) in MIGRATIONS.iter().take(before).enumerate() {
-                tx.execute_batch(sql).unwrap();
-                tx.pragma_update(None, "user_version", i as i64 + 1)
-                    .unwrap();
-            }
-            tx.commit().unwrap();
-        }
+        archive_before(&path, "0012_fts_leaf_size", "PRAGMA page_size = 4096;");
         let mut conn = connect(&path).unwrap();
         migrate(&mut conn).unwrap();
         let version: i64 = conn

@@ -585,6 +585,66 @@ mod tests {
         path
     }
 
+    /// A session's source path is its own transcript file, whichever of its files is stored
+    /// first: two parser threads may hand over a sub-agent's file before its session's.
+    #[test]
+    fn a_session_is_named_after_its_own_file_in_either_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let sid = "66666666-2222-4333-8444-555555555555";
+        let main = claude_session(dir.path(), sid, 3);
+        let sub_dir = main.with_extension("").join("subagents");
+        std::fs::create_dir_all(&sub_dir).unwrap();
+        let sub = sub_dir.join("agent-a77.jsonl");
+        let line = serde_json::json!({"type": "user", "uuid": "s1", "sessionId": sid,
+            "isSidechain": true, "agentId": "a77", "timestamp": "2026-06-05T10:01:00.000Z",
+            "message": {"role": "user", "content": "look through the logs"}});
+        std::fs::write(&sub, format!("{line}\n")).unwrap();
+        let registry = AdapterRegistry::new();
+        let root = dir.path().join("projects");
+        for (n, order) in [[&main, &sub], [&sub, &main]].into_iter().enumerate() {
+            let data = dir.path().join(format!("data{n}"));
+            let mut conn = super::super::open(&data).unwrap();
+            for path in order {
+                let job = Job {
+                    agent: "claude",
+                    root: root.clone(),
+                    path: path.clone(),
+                };
+                for b in batches_of(&registry, &conn, &job) {
+                    apply(&mut conn, &b).unwrap();
+                }
+            }
+            let (stored, messages): (String, i64) = conn
+                .query_row(
+                    "SELECT source_path, message_count FROM sessions WHERE session_id = ?1",
+                    [sid],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!(stored, main.to_string_lossy(), "order {n}");
+            // The three prompts, and the sub-agent's line(s) so far.
+            assert_eq!(messages, 4 + n as i64, "order {n}");
+            // Appending to the sub-agent's file later leaves the path alone too.
+            let more = serde_json::json!({"type": "user", "uuid": format!("s2-{n}"),
+                "sessionId": sid, "isSidechain": true, "agentId": "a77",
+                "message": {"role": "user", "content": "and the config"}});
+            let mut f = std::fs::OpenOptions::new().append(true).open(&sub).unwrap();
+            std::io::Write::write_all(&mut f, format!("{more}\n").as_bytes()).unwrap();
+            let job = Job {
+                agent: "claude",
+                root: root.clone(),
+                path: sub.clone(),
+            };
+            for b in batches_of(&registry, &conn, &job) {
+                apply(&mut conn, &b).unwrap();
+            }
+            let stored: String = conn
+                .query_row("SELECT source_path FROM sessions", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(stored, main.to_string_lossy(), "order {n}, appended");
+        }
+    }
+
     fn test_opts(batch_bytes: usize) -> IngestOptions {
         IngestOptions {
             redact: true,
