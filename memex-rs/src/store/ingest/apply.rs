@@ -214,7 +214,7 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
         let n = ins.execute(&row.values()[..])?;
         if n == 1 {
             let rowid = tx.last_insert_rowid();
-            if let Some(idx) = &p.index {
+            if let Some(idx) = p.index() {
                 fts_ins.execute(params![rowid, idx])?;
             }
             if let Some(r) = p.raw_ref.filter(|_| keep_raw) {
@@ -329,7 +329,7 @@ fn update_existing(
         .execute(&row.values()[..])?;
     if changed > 0 && !same_text {
         run(tx, "DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
-        if let Some(idx) = &p.index {
+        if let Some(idx) = p.index() {
             run(
                 tx,
                 "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",

@@ -240,9 +240,11 @@ pub fn ingest_file(
 const GROUP_MAX: usize = 64;
 const GROUP_BYTES: u64 = 8 << 20;
 /// Source bytes of the prepared batches in flight (waiting, or in the group being written):
-/// they bound an import's memory. Twice a group, so that the parsers go on while the writer
-/// writes one.
-const QUEUED_BYTES: u64 = 2 * GROUP_BYTES;
+/// they bound an import's memory. Four groups, so that the parsers go on while the writer
+/// writes one and through a full-text merge (every few seconds of an import the writer merges
+/// sixteen segments at once, for a quarter of a second; with room for one more group the
+/// parsers stopped then, and a core stood idle).
+const QUEUED_BYTES: u64 = 4 * GROUP_BYTES;
 /// How long a group waits for the next batch while a parser thread is still at work, and for
 /// all of them at most ([`GROUP_WAIT`]). Each commit writes a full-text segment that must be
 /// merged later and the pages every batch touches, so an import of many small files commits a
@@ -643,6 +645,68 @@ mod tests {
                 .unwrap();
             assert_eq!(stored, main.to_string_lossy(), "order {n}, appended");
         }
+    }
+
+    /// A message's full-text body is its text, whether stored as it is or compressed, and a
+    /// text of its own only where the index needs another (CJK runs, a cut).
+    #[test]
+    fn the_index_gets_each_text_as_the_store_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let sid = "77777777-2222-4333-8444-555555555555";
+        let proj = dir.path().join("projects/-p");
+        std::fs::create_dir_all(&proj).unwrap();
+        let texts = [
+            "short text".to_owned(),
+            format!("long {}", "text ".repeat(100)),
+            "修复认证".to_owned(),
+            format!("head {} tail", "middle ".repeat(400)),
+            "   ".to_owned(),
+        ];
+        let body: String = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let line = serde_json::json!({"type": "user", "uuid": format!("u{i}"),
+                    "sessionId": sid, "message": {"role": "user", "content": t}});
+                format!("{line}\n")
+            })
+            .collect();
+        let path = proj.join(format!("{sid}.jsonl"));
+        std::fs::write(&path, body).unwrap();
+        let data = dir.path().join("data");
+        let conn = super::super::open(&data).unwrap();
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path,
+        };
+        let mut opts = test_opts(1 << 20);
+        opts.fts_max_bytes = 1000;
+        let mut batches = Vec::new();
+        ingest_file(
+            &AdapterRegistry::new(),
+            &conn,
+            &job,
+            &opts,
+            &mut HashMap::new(),
+            &mut |b| {
+                batches.push(b);
+                true
+            },
+        )
+        .unwrap();
+        let index: Vec<Option<&str>> = batches[0].messages.iter().map(|p| p.index()).collect();
+        assert_eq!(index.len(), texts.len());
+        assert_eq!(index[0], Some(texts[0].as_str()));
+        assert_eq!(index[1], Some(texts[1].as_str()));
+        assert!(batches[0].messages[1].text_z.is_some(), "stored compressed");
+        assert_eq!(index[2], Some(" 修复 复认 认证 证 "));
+        let cut = index[3].unwrap();
+        assert!(
+            cut.len() < 1100 && cut.starts_with("head ") && cut.ends_with(" tail"),
+            "{cut}"
+        );
+        assert_eq!(index[4], None, "nothing to search");
     }
 
     fn test_opts(batch_bytes: usize) -> IngestOptions {

@@ -1,6 +1,8 @@
 //! The parser threads' part of a batch: redaction, compression, FTS text and the raw records
 //! packed into zstd blocks, so that the writer thread does nothing but write.
 
+use std::borrow::Cow;
+
 use ai_cli_session_collector::ParsedMessage;
 
 use super::IngestOptions;
@@ -9,7 +11,8 @@ use crate::store::{COMPRESS_TEXT_ABOVE, fts, zstd_bytes};
 
 /// A message ready to be written.
 pub struct Prepared {
-    /// The message; its `text` is moved to `text` when short, and kept beside `text_z`.
+    /// The message; its `text` is moved to `text` when short, and kept beside `text_z` (it
+    /// is the full-text body of most messages).
     pub m: ParsedMessage,
     pub text: Option<String>,
     pub text_z: Option<Vec<u8>>,
@@ -17,8 +20,27 @@ pub struct Prepared {
     /// The record's bytes (redacted), until [`pack_raw`] moves them into a block.
     pub raw: Option<Vec<u8>>,
     pub raw_ref: Option<RawRef>,
-    pub index: Option<String>,
+    /// Its full-text body, when it is searchable: see [`Prepared::index`].
+    index: Option<Body>,
     pub redactions: u32,
+}
+
+/// What a message gives the full-text index.
+enum Body {
+    /// Its text as it is (most messages), not copied.
+    Text,
+    /// Its text cut to the index's limit, or with CJK runs expanded.
+    Own(String),
+}
+
+impl Prepared {
+    /// The text the full-text index gets for this message, if it is searchable.
+    pub fn index(&self) -> Option<&str> {
+        match self.index.as_ref()? {
+            Body::Text => Some(self.text.as_deref().unwrap_or(&self.m.text)),
+            Body::Own(s) => Some(s),
+        }
+    }
 }
 
 /// Where a record's bytes are in the batch's raw blocks.
@@ -113,7 +135,10 @@ pub fn prepare(mut m: ParsedMessage, opts: &IngestOptions) -> Prepared {
         }
     }
     let searchable = !m.text.trim().is_empty() && !m.flags.inherited && !m.flags.duplicate;
-    let index = searchable.then(|| fts::index_text(&m.text, opts.fts_max_bytes).into_owned());
+    let index = searchable.then(|| match fts::index_text(&m.text, opts.fts_max_bytes) {
+        Cow::Borrowed(_) => Body::Text,
+        Cow::Owned(s) => Body::Own(s),
+    });
     let (text, text_z) = if m.text.len() > COMPRESS_TEXT_ABOVE {
         (None, Some(zstd_bytes(m.text.as_bytes())))
     } else {
