@@ -217,10 +217,13 @@ pub struct SessionInfo {
     /// The session this one was spawned from (sub-agent thread) or forked from.
     pub parent_session_id: Option<String>,
     pub is_subagent: bool,
-    /// This file holds only part of a session whose own transcript is another file (a Claude
-    /// sub-agent's file): it never names the session's source file while that file is known.
-    #[serde(default)]
-    pub part_file: bool,
+    /// This file is the session's own transcript where other files report on the session too
+    /// (a Claude `<session>.jsonl` beside its sub-agents' files; Cursor's global database,
+    /// whose composers each workspace's database lists): it names the session's source file
+    /// even when another file named it first. Any other file names it only while no path is
+    /// stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_file: bool,
     pub started_at: Option<i64>,
     pub updated_at: Option<i64>,
 }

@@ -405,7 +405,7 @@ fn claude_handwritten_session_follows_sources_md() {
         "a sub-agent never sets the parent's model"
     );
     assert!(
-        sub.sessions[0].part_file && !s.part_file,
+        s.own_file && !sub.sessions[0].own_file,
         "only the session's own file names its source"
     );
 }

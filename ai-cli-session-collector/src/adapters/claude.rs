@@ -131,10 +131,11 @@ impl ConversationAdapter for ClaudeAdapter {
         if let Some(sid) = st.session_id {
             info.session_id = sid;
             if matches!(role, FileRole::SubAgent { .. }) {
-                // A sub-agent never sets its parent's model, title or transcript file.
+                // A sub-agent never sets its parent's model or title.
                 info.model = None;
                 info.title = None;
-                info.part_file = true;
+            } else {
+                info.own_file = true;
             }
             out.sessions.push(info);
         }

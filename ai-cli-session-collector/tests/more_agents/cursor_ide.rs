@@ -333,6 +333,10 @@ fn modern_workspace_db_maps_composers_to_its_folder() {
         files,
         [more().join(IDE).join(GLOBAL), more().join(IDE).join(WS)]
     );
+    // The global database holds the composers' messages: it names their source file, the
+    // workspace's list of them does not.
+    assert!(!all[0].1.sessions.is_empty() && all[0].1.sessions.iter().all(|s| s.own_file));
+    assert!(out.sessions.iter().all(|s| !s.own_file));
     let infos: Vec<&SessionInfo> = all.iter().flat_map(|(_, o)| o.sessions.iter()).collect();
     let c1 = merged(infos.iter().copied(), C1);
     assert_eq!(c1.project_path.as_deref(), Some("/home/dev/demo-app"));

@@ -167,6 +167,7 @@ pub(super) fn emit_talk(st: &mut State, out: &mut Out, t: Talk, meta_issue: Opti
         title,
         started_at: t.created.or(first_ts),
         updated_at: t.updated.or(last_ts),
+        own_file: true,
         ..Default::default()
     };
     let ih = hash_bytes(&serde_json::to_vec(&info).unwrap_or_default());

@@ -602,9 +602,10 @@ impl<'a> MessageParams<'a> {
 }
 
 /// Stores what a batch learned about one session, merged into what is known. The session's
-/// source path is its own transcript file: that file's batch always names it, and a file that
-/// holds only part of the session (a Claude sub-agent's) names it only while nothing else has,
-/// so the path does not depend on which file two parser threads hand over first.
+/// source path is the first file that named it, except that a session's own transcript file
+/// (a Claude `<session>.jsonl`) always names it: two parser threads may hand over a sub-agent's
+/// file first, and the path must not depend on that. An empty path (a session an edit created
+/// before any of its files was stored) is no path.
 fn upsert_session(
     tx: &Connection,
     agent: &str,
@@ -633,8 +634,8 @@ fn upsert_session(
            title_rank = MAX(sessions.title_rank, excluded.title_rank),
            parent_session_id = COALESCE(sessions.parent_session_id, excluded.parent_session_id),
            is_subagent = MAX(sessions.is_subagent, excluded.is_subagent),
-           source_path = CASE WHEN ?15 THEN COALESCE(NULLIF(sessions.source_path, ''), excluded.source_path)
-                              ELSE excluded.source_path END,
+           source_path = CASE WHEN ?15 THEN excluded.source_path
+                              ELSE COALESCE(NULLIF(sessions.source_path, ''), excluded.source_path) END,
            started_at = MIN(COALESCE(sessions.started_at, excluded.started_at), COALESCE(excluded.started_at, sessions.started_at)),
            updated_at = MAX(COALESCE(sessions.updated_at, excluded.updated_at), COALESCE(excluded.updated_at, sessions.updated_at))",
         params![
@@ -652,7 +653,7 @@ fn upsert_session(
             path,
             i.started_at,
             i.updated_at,
-            i.part_file
+            i.own_file
         ],
     )?;
     session_id_of(tx, agent, &i.session_id)

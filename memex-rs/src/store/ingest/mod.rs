@@ -597,54 +597,62 @@ mod tests {
         let sub_dir = main.with_extension("").join("subagents");
         std::fs::create_dir_all(&sub_dir).unwrap();
         let sub = sub_dir.join("agent-a77.jsonl");
-        let line = serde_json::json!({"type": "user", "uuid": "s1", "sessionId": sid,
-            "isSidechain": true, "agentId": "a77", "timestamp": "2026-06-05T10:01:00.000Z",
-            "message": {"role": "user", "content": "look through the logs"}});
-        std::fs::write(&sub, format!("{line}\n")).unwrap();
+        let sub_line = |uuid: &str| {
+            let line = serde_json::json!({"type": "user", "uuid": uuid, "sessionId": sid,
+                "isSidechain": true, "agentId": "a77", "timestamp": "2026-06-05T10:01:00.000Z",
+                "message": {"role": "user", "content": "look through the logs"}});
+            format!("{line}\n")
+        };
+        std::fs::write(&sub, sub_line("s1")).unwrap();
         let registry = AdapterRegistry::new();
-        let root = dir.path().join("projects");
-        for (n, order) in [[&main, &sub], [&sub, &main]].into_iter().enumerate() {
-            let data = dir.path().join(format!("data{n}"));
-            let mut conn = super::super::open(&data).unwrap();
-            for path in order {
-                let job = Job {
-                    agent: "claude",
-                    root: root.clone(),
-                    path: path.clone(),
-                };
-                for b in batches_of(&registry, &conn, &job) {
-                    apply(&mut conn, &b).unwrap();
-                }
-            }
-            let (stored, messages): (String, i64) = conn
-                .query_row(
-                    "SELECT source_path, message_count FROM sessions WHERE session_id = ?1",
-                    [sid],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .unwrap();
-            assert_eq!(stored, main.to_string_lossy(), "order {n}");
-            // The three prompts, and the sub-agent's line(s) so far.
-            assert_eq!(messages, 4 + n as i64, "order {n}");
-            // Appending to the sub-agent's file later leaves the path alone too.
-            let more = serde_json::json!({"type": "user", "uuid": format!("s2-{n}"),
-                "sessionId": sid, "isSidechain": true, "agentId": "a77",
-                "message": {"role": "user", "content": "and the config"}});
-            let mut f = std::fs::OpenOptions::new().append(true).open(&sub).unwrap();
-            std::io::Write::write_all(&mut f, format!("{more}\n").as_bytes()).unwrap();
+        let store = |conn: &mut Connection, path: &Path| {
             let job = Job {
                 agent: "claude",
-                root: root.clone(),
-                path: sub.clone(),
+                root: dir.path().join("projects"),
+                path: path.to_owned(),
             };
-            for b in batches_of(&registry, &conn, &job) {
-                apply(&mut conn, &b).unwrap();
+            for b in batches_of(&registry, conn, &job) {
+                apply(conn, &b).unwrap();
             }
-            let stored: String = conn
-                .query_row("SELECT source_path FROM sessions", [], |r| r.get(0))
-                .unwrap();
-            assert_eq!(stored, main.to_string_lossy(), "order {n}, appended");
+        };
+        let named = |conn: &Connection| -> (String, i64) {
+            conn.query_row(
+                "SELECT source_path, message_count FROM sessions WHERE session_id = ?1",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        let (main_s, sub_s) = (main.to_string_lossy(), sub.to_string_lossy());
+        for (n, order) in [[&main, &sub], [&sub, &main]].into_iter().enumerate() {
+            let mut conn = super::super::open(&dir.path().join(format!("data{n}"))).unwrap();
+            for path in order {
+                store(&mut conn, path);
+            }
+            // The three prompts, and the sub-agent's line(s) so far.
+            assert_eq!(
+                named(&conn),
+                (main_s.to_string(), 4 + n as i64),
+                "order {n}"
+            );
+            // A line appended to the sub-agent's file leaves the path alone too.
+            let mut f = std::fs::OpenOptions::new().append(true).open(&sub).unwrap();
+            std::io::Write::write_all(&mut f, sub_line(&format!("s2-{n}")).as_bytes()).unwrap();
+            store(&mut conn, &sub);
+            assert_eq!(named(&conn).0, main_s, "order {n}, appended");
         }
+        // A session an edit created before any of its files was stored has no path yet: the
+        // first file names it, and its own file takes over.
+        let mut conn = super::super::open(&dir.path().join("data2")).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', ?1, '')",
+            [sid],
+        )
+        .unwrap();
+        store(&mut conn, &sub);
+        assert_eq!(named(&conn).0, sub_s);
+        store(&mut conn, &main);
+        assert_eq!(named(&conn).0, main_s);
     }
 
     /// A message's full-text body is its text, whether stored as it is or compressed, and a
