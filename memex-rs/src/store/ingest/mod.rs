@@ -501,13 +501,21 @@ fn count_stored(
         },
     }));
     // The sessions this batch touches: a handful, whatever the number of messages, so each is
-    // copied once.
-    let ids: HashSet<&str> = b
+    // copied once. Messages come session by session, so only a change of session is looked up
+    // (this runs between two groups, while the writer waits).
+    let mut ids: HashSet<&str> = HashSet::new();
+    let mut last = None;
+    for id in b
         .messages
         .iter()
         .map(|m| m.m.session_id.as_str())
         .chain(b.sessions.iter().map(|s| s.info.session_id.as_str()))
-        .collect();
+    {
+        if last != Some(id) {
+            ids.insert(id);
+            last = Some(id);
+        }
+    }
     sessions.extend(ids.into_iter().map(|s| (b.agent, s.to_owned())));
 }
 
