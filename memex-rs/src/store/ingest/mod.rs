@@ -698,19 +698,7 @@ mod tests {
         };
         let mut opts = test_opts(1 << 20);
         opts.fts_max_bytes = 1000;
-        let mut batches = Vec::new();
-        ingest_file(
-            &AdapterRegistry::new(),
-            &conn,
-            &job,
-            &opts,
-            &mut HashMap::new(),
-            &mut |b| {
-                batches.push(b);
-                true
-            },
-        )
-        .unwrap();
+        let batches = batches_with(&AdapterRegistry::new(), &conn, &job, &opts);
         let index: Vec<Option<&str>> = batches[0].messages.iter().map(|p| p.index()).collect();
         assert_eq!(index.len(), texts.len());
         assert_eq!(index[0], Some(texts[0].as_str()));
@@ -736,9 +724,18 @@ mod tests {
 
     /// Every batch of `job`, prepared as an import would (64 KiB batches), not written.
     fn batches_of(registry: &AdapterRegistry, conn: &Connection, job: &Job) -> Vec<Batch> {
+        batches_with(registry, conn, job, &test_opts(64 << 10))
+    }
+
+    /// Every batch of `job`, prepared with `opts`, not written.
+    fn batches_with(
+        registry: &AdapterRegistry,
+        conn: &Connection,
+        job: &Job,
+        opts: &IngestOptions,
+    ) -> Vec<Batch> {
         let mut batches = Vec::new();
-        let opts = test_opts(64 << 10);
-        ingest_file(registry, conn, job, &opts, &mut HashMap::new(), &mut |b| {
+        ingest_file(registry, conn, job, opts, &mut HashMap::new(), &mut |b| {
             batches.push(b);
             true
         })
@@ -854,19 +851,7 @@ mod tests {
         };
         // First run: only the first batch reaches the archive, then the process "dies".
         let mut conn = super::super::open(&data).unwrap();
-        let mut batches = Vec::new();
-        ingest_file(
-            &registry,
-            &conn,
-            &job,
-            &opts,
-            &mut HashMap::new(),
-            &mut |b| {
-                batches.push(b);
-                true
-            },
-        )
-        .unwrap();
+        let batches = batches_with(&registry, &conn, &job, &opts);
         assert!(batches.len() > 1, "the file must span several batches");
         apply(&mut conn, &batches[0]).unwrap();
         let stored: i64 = conn
