@@ -4,8 +4,8 @@
 //! names, and closes it again, holding no lock between reads.
 //!
 //! Agents that append rows and update some in place (Goose, Crush) are read incrementally
-//! ([`parse_database`], [`Tables`]): session rows again when their stamp moved, message rows
-//! above the highest row id taken and the last [`WINDOW`] rows again ([`RowMarks`]).
+//! (`parse_database`, `Tables`): session rows again when their stamp moved, message rows
+//! above the highest row id taken and the last `WINDOW` rows again (`RowMarks`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,7 +38,7 @@ impl Db {
     /// Opens `path` read-only. A database in WAL mode is read through its log as the agent's
     /// own connections see it. The file may be hostile (any folder the user points a project
     /// root at): schema-defined SQL (views, generated columns, triggers) is not trusted, and a
-    /// read that runs longer than [`READ_DEADLINE`] is interrupted.
+    /// read that runs longer than `READ_DEADLINE` is interrupted.
     pub fn open(path: &Path) -> Result<Db, ParseError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let err = |source| ParseError::Database {

@@ -25,7 +25,7 @@
 //! **Traps.** Assistant rows are inserted when an answer starts and updated in place while it
 //! streams (`parts`, `updated_at`, `finished_at`); `updated_at` has no index and only a
 //! second's resolution, so rows are read by row id instead: new rows above the highest row id
-//! taken, and the last rows (see [`crate::sqlite::WINDOW`]) again on every parse, taken again
+//! taken, and the last rows (see `sqlite::WINDOW`) again on every parse, taken again
 //! when they changed, so a streamed answer ends as one message with its final text. The column
 //! comments say milliseconds but Crush writes `strftime('%s','now')` seconds; both are
 //! accepted. `finish` parts become messages only when they carry an error message. Deleted rows

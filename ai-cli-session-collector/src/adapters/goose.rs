@@ -34,7 +34,7 @@
 //! SQLite `YYYY-MM-DD HH:MM:SS` UTC text (RFC 3339 for imported legacy sessions). Goose updates
 //! rows in place without any update time (`update_message_metadata`), rewrites a whole
 //! conversation as new rows (`replace_conversation`) and deletes sessions: new rows are read
-//! above the highest row id taken, and the last [`WINDOW`](crate::sqlite::WINDOW) rows are
+//! above the highest row id taken, and the last `sqlite::WINDOW` rows are
 //! read again on every parse and taken again when their content changed. An in-place change to
 //! an older row is not seen. Deleted rows and sessions are not reported: the archive keeps what
 //! it read.

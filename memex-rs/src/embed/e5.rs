@@ -1,4 +1,4 @@
-//! multilingual-e5-small (intfloat) on [`super::encoder`]: the 12-layer BERT encoder of Microsoft's
+//! multilingual-e5-small (intfloat) on `super::encoder`: the 12-layer BERT encoder of Microsoft's
 //! Multilingual-MiniLM with XLM-RoBERTa's SentencePiece vocabulary of 250,002 pieces, mean
 //! pooling, L2 normalisation, 384 dimensions. Texts are embedded as `passage: …` and questions
 //! as `query: …`, as the model was trained.

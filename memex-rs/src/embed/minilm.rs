@@ -1,8 +1,8 @@
 //! all-MiniLM-L6-v2 (sentence-transformers): BERT, mean pooling over the tokens, L2
 //! normalisation, 384 dimensions, 256 tokens at most per input. The network runs on
-//! [`super::encoder`], its linear layers in 8-bit integers where the CPU has VNNI.
+//! `super::encoder`, its linear layers in 8-bit integers where the CPU has VNNI.
 //!
-//! Throughput comes from batching texts of similar length ([`super::by_length`]) and from a
+//! Throughput comes from batching texts of similar length (`super::by_length`) and from a
 //! small dedicated thread pool: on two busy cores one thread does as well as two.
 
 use std::collections::HashMap;

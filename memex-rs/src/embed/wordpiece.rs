@@ -11,7 +11,7 @@
 //! any other shape is read by `Tokenizer::from_bytes`. The tests hold both to the same ids and
 //! offsets.
 //!
-//! The compiled file is a cache, like the packed layers ([`super::layer_file`]): stamped with
+//! The compiled file is a cache, like the packed layers (`super::layer_file`): stamped with
 //! `tokenizer.json`'s name, size and modification time and Memex's version, checked in its
 //! structure and by a CRC-32, never read when any of that does not match (then it is built
 //! and written again), and written through a private temporary file renamed into place.

@@ -48,7 +48,7 @@ pub fn is_calibrated(model: &str) -> bool {
     FITTED.iter().any(|(m, _)| *m == model)
 }
 
-/// The place of a layer's curve in [`FITTED`] (and in the tuning harness's tables).
+/// The place of a layer's curve in `FITTED` (and in the tuning harness's tables).
 pub fn slot(t: Layer) -> usize {
     match t {
         Layer::Observations => 0,

@@ -128,7 +128,7 @@ fn cjk_bigrams(piece: &str) -> Vec<String> {
 /// a word is a prefix search; everything else FTS5 would treat as syntax (`AND`, `NEAR(`, `:`,
 /// parentheses, stray quotes) is searched as plain text or dropped. A question keeps its
 /// significant words: stop words and question words (English, and Chinese and Japanese via
-/// [`cjk_pieces`]) are dropped unless nothing else is left. Returns no terms when nothing
+/// `cjk_pieces`) are dropped unless nothing else is left. Returns no terms when nothing
 /// searchable is left.
 pub fn parse_query(q: &str) -> Vec<Term> {
     let terms = kept_terms(q);
@@ -275,7 +275,7 @@ fn term(chunk: &str, prefix: bool, plain: bool) -> Option<Term> {
 /// `logs`, `logged`). Only for ASCII words of three letters or more; a quoted word, a prefix
 /// and a CJK word keep their exact form. The rules are deliberately few: a form no transcript
 /// holds costs one index lookup and matches nothing. Never the word itself, at most
-/// [`MAX_FORMS`].
+/// `MAX_FORMS`.
 pub fn word_forms(word: &str) -> Vec<String> {
     let w = word.to_ascii_lowercase();
     if w.len() < 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
@@ -542,8 +542,8 @@ pub fn any_of(patterns: &[String]) -> Option<regex::Regex> {
 
 /// A window of `text` around the first match of any term, matches wrapped in `**`. In a
 /// snippet `**` only ever marks a match: the markers of the text's own Markdown bold (as in
-/// Codex's reasoning titles) are left out ([`without_bold`]) and the rest is escaped
-/// ([`escaped`]). [`unmarked`] gives the text back.
+/// Codex's reasoning titles) are left out (`without_bold`) and the rest is escaped
+/// (`escaped`). [`unmarked`] gives the text back.
 pub fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     snippet_marked(text, marker(terms).as_ref(), width)
 }

@@ -379,7 +379,7 @@ impl Vectors {
         Ok(handled)
     }
 
-    /// Embeds everything waiting, with upkeep every [`UPKEEP_ROWS`] rows and at the end;
+    /// Embeds everything waiting, with upkeep every `UPKEEP_ROWS` rows and at the end;
     /// `progress` hears of every batch.
     pub async fn drain(
         self: &Arc<Self>,

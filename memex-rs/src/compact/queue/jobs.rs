@@ -26,7 +26,7 @@ pub struct Job {
 /// Jobs claimed at once (one session's).
 pub(super) const BATCH: usize = 1024;
 
-/// Claims up to [`BATCH`] ready jobs of the session whose ready job is oldest.
+/// Claims up to `BATCH` ready jobs of the session whose ready job is oldest.
 pub fn claim(conn: &Connection) -> rusqlite::Result<Vec<Job>> {
     let now = now_ms();
     // Two indexed steps: the oldest ready job's session (walking pending jobs in id order),
