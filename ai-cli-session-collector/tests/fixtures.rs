@@ -411,6 +411,32 @@ fn claude_handwritten_session_follows_sources_md() {
 }
 
 #[test]
+fn a_claude_transcript_copied_under_another_name_is_not_the_sessions_own() {
+    let sid = "7d2f4c1e-5b6a-4f3e-9c8d-2a1b0e9f8d7c";
+    let src = fixtures().join(format!(
+        "claude/handwritten/projects/-home-dev-demo-app/{sid}.jsonl"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("-home-dev-demo-app");
+    std::fs::create_dir_all(&project).unwrap();
+    let reg = AdapterRegistry::new();
+    let claude = reg.get("claude").unwrap();
+    let own_file = |name: &str| {
+        let path = project.join(name);
+        std::fs::copy(&src, &path).unwrap();
+        let out = parse_file(claude, dir.path(), &path).unwrap();
+        let s = out.sessions.last().unwrap();
+        assert_eq!(s.session_id, sid, "{name}: the lines' session");
+        assert!(!out.messages.is_empty());
+        s.own_file
+    };
+    assert!(own_file(&format!("{sid}.jsonl")));
+    // A copy the user made: its lines name the session, its name does not.
+    assert!(!own_file("backup.jsonl"));
+    assert!(!own_file(&format!("{sid} (1).jsonl")));
+}
+
+#[test]
 fn claude_sub_agent_layouts_attach_to_their_parent() {
     // 2.0: agent-<id>.jsonl beside the session, linked by the lines' sessionId.
     let warm = parse(

@@ -129,14 +129,18 @@ impl ConversationAdapter for ClaudeAdapter {
                 handle(&role, st, emit, rec, &mut info);
             })?;
         if let Some(sid) = st.session_id {
-            info.session_id = sid;
-            if matches!(role, FileRole::SubAgent { .. }) {
-                // A sub-agent never sets its parent's model or title.
-                info.model = None;
-                info.title = None;
-            } else {
-                info.own_file = true;
+            match &role {
+                FileRole::SubAgent { .. } => {
+                    // A sub-agent never sets its parent's model or title.
+                    info.model = None;
+                    info.title = None;
+                }
+                // Only `<session>.jsonl` is the session's own: a copy under another name
+                // (`backup.jsonl`, `<session> (1).jsonl`) reports on it like a sub-agent's
+                // file, or two files would take the session's path from each other.
+                FileRole::Main { stem } => info.own_file = *stem == sid,
             }
+            info.session_id = sid;
             out.sessions.push(info);
         }
         Ok(out)

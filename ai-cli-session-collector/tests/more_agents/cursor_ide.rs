@@ -364,6 +364,9 @@ fn legacy_2024_workspace_db_matches_sources() {
     let sessions: BTreeSet<&str> = out.sessions.iter().map(|s| s.session_id.as_str()).collect();
     assert_eq!(sessions.len(), 31);
     assert!(out.sessions.iter().all(|s| s.project_path.is_none()));
+    // A workspace's conversations name their file only while nothing else has: an inline
+    // composer may also be in the global database, which then names it.
+    assert!(out.sessions.iter().all(|s| !s.own_file));
 
     // Composers: inline `conversation`, 41 user and 41 assistant bubbles.
     let count = |set: &BTreeSet<&str>, kind: MessageKind| {

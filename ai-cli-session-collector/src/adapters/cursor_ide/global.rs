@@ -7,7 +7,7 @@ use rusqlite::params;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::talk::{Bubble, Talk, emit_talk};
+use super::talk::{Bubble, Origin, Talk, emit_talk};
 use super::{
     BUBBLE_PREFIX, COMPOSER_PREFIX, KvRow, Out, State, digest64, kv_row, range_end, text_col,
 };
@@ -173,14 +173,20 @@ fn read_composer(db: &Db, st: &mut State, out: &mut Out, cid: &str) -> Result<()
         Some(_) => {
             // Kept as it is: a record that is not a composer object.
             let talk = Talk::bare(cid, "composer", comp.raw.clone(), comp.rowid as u64);
-            emit_talk(st, out, talk, Some(format!("{key} is not a JSON object")));
+            emit_talk(
+                st,
+                out,
+                talk,
+                Some(format!("{key} is not a JSON object")),
+                Origin::Global,
+            );
             return Ok(());
         }
         // A NULL value: nothing to read.
         None => return Ok(()),
     };
     let talk = composer_talk(cid, c, comp.raw.clone(), comp.rowid as u64, None, bubbles);
-    emit_talk(st, out, talk, None);
+    emit_talk(st, out, talk, None, Origin::Global);
     Ok(())
 }
 

@@ -70,9 +70,25 @@ struct Walk {
 /// One record's id, its messages, and (row id, reason) when part of it could not be used.
 type Record = (String, Vec<ParsedMessage>, Option<(u64, String)>);
 
+/// The database a conversation was read from. The global one holds the composers' own
+/// transcripts and names their source file; a workspace's names a conversation only while
+/// nothing else has (its list of composers repeats the global ones', and an old inline
+/// composer may have moved to the global database since).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    Global,
+    Workspace,
+}
+
 /// Turns a conversation into messages and emits the records whose messages changed since the
 /// cursor's last read, the session info when it changed, and deactivates vanished bubbles.
-pub(super) fn emit_talk(st: &mut State, out: &mut Out, t: Talk, meta_issue: Option<String>) {
+pub(super) fn emit_talk(
+    st: &mut State,
+    out: &mut Out,
+    t: Talk,
+    meta_issue: Option<String>,
+    origin: Origin,
+) {
     let mut groups: Vec<Record> = Vec::new();
     let mut meta = blank(
         AGENT,
@@ -167,7 +183,7 @@ pub(super) fn emit_talk(st: &mut State, out: &mut Out, t: Talk, meta_issue: Opti
         title,
         started_at: t.created.or(first_ts),
         updated_at: t.updated.or(last_ts),
-        own_file: true,
+        own_file: origin == Origin::Global,
         ..Default::default()
     };
     let ih = hash_bytes(&serde_json::to_vec(&info).unwrap_or_default());

@@ -8,7 +8,7 @@ use rusqlite::params;
 use serde_json::Value;
 
 use super::global::composer_talk;
-use super::talk::{Bubble, Talk, emit_talk};
+use super::talk::{Bubble, Origin, Talk, emit_talk};
 use super::{Out, PANE_VIEW, State, WS_CHAT, WS_COMPOSERS, WS_PANE, hash_bytes, kv_row, range_end};
 use crate::adapter::{ParseError, parse_ts, str_of};
 use crate::model::SessionInfo;
@@ -144,7 +144,7 @@ fn workspace_composers(v: &Value, project: &Option<String>, st: &mut State, out:
         }
         let raw = serde_json::to_vec(&own).unwrap_or_default();
         let talk = composer_talk(cid, c, raw, 0, project.clone(), BTreeMap::new());
-        emit_talk(st, out, talk, None);
+        emit_talk(st, out, talk, None, Origin::Workspace);
     }
     let selected = v
         .get("selectedComposerIds")
@@ -200,7 +200,7 @@ fn chat_tabs(v: &Value, project: &Option<String>, st: &mut State, out: &mut Out)
                 rendered: true,
             });
         }
-        emit_talk(st, out, talk, None);
+        emit_talk(st, out, talk, None, Origin::Workspace);
     }
 }
 

@@ -659,11 +659,15 @@ fn upsert_session(
     session_id_of(tx, agent, &i.session_id)
 }
 
+/// The row of a session that has no info in the batch (an edit's, or a message's whose file
+/// reports no session): created with `path` as its source, or given `path` when it has none
+/// yet (a row an edit made first has an empty one).
 fn ensure_session(tx: &Connection, agent: &str, sid: &str, path: &str) -> rusqlite::Result<i64> {
     run(
         tx,
         "INSERT INTO sessions (agent, session_id, source_path) VALUES (?1, ?2, ?3)
-         ON CONFLICT (agent, session_id) DO NOTHING",
+         ON CONFLICT (agent, session_id) DO UPDATE SET source_path = excluded.source_path
+           WHERE excluded.source_path <> '' AND COALESCE(sessions.source_path, '') = ''",
         params![agent, sid, path],
     )?;
     session_id_of(tx, agent, sid)

@@ -244,7 +244,8 @@ const GROUP_BYTES: u64 = 8 << 20;
 /// writes one and through a full-text merge (every few seconds of an import the writer merges
 /// sixteen segments at once, for a quarter of a second; with room for one more group the
 /// parsers stopped then, and a core stood idle).
-const QUEUED_BYTES: u64 = 4 * GROUP_BYTES;
+const QUEUED_BYTES: u64 = QUEUED_GROUPS as u64 * GROUP_BYTES;
+const QUEUED_GROUPS: usize = 4;
 /// How long a group waits for the next batch while a parser thread is still at work, and for
 /// all of them at most ([`GROUP_WAIT`]). Each commit writes a full-text segment that must be
 /// merged later and the pages every batch touches, so an import of many small files commits a
@@ -342,8 +343,9 @@ pub fn import(
     let report = Arc::new(Mutex::new(ImportReport::default()));
     let mut sessions: HashSet<(&'static str, String)> = HashSet::new();
     // Bounded by the bytes in flight, which caps memory (the channel's own bound is a
-    // backstop for batches without source bytes).
-    let (btx, brx) = mpsc::sync_channel::<Batch>(2 * GROUP_MAX);
+    // backstop for batches without source bytes, as many as the groups in flight hold: small
+    // files make groups of many batches).
+    let (btx, brx) = mpsc::sync_channel::<Batch>(QUEUED_GROUPS * GROUP_MAX);
     let in_flight = InFlight::default();
     let in_flight = &in_flight;
     // Written batches go back to the parser threads to be dropped there. A batch's strings
@@ -658,6 +660,25 @@ mod tests {
         )
         .unwrap();
         store(&mut conn, &sub);
+        assert_eq!(named(&conn).0, sub_s);
+        store(&mut conn, &main);
+        assert_eq!(named(&conn).0, main_s);
+        // So does a file whose batch carries the session's messages but no info of it.
+        let mut conn = super::super::open(&dir.path().join("data3")).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', ?1, '')",
+            [sid],
+        )
+        .unwrap();
+        let job = Job {
+            agent: "claude",
+            root: dir.path().join("projects"),
+            path: sub.clone(),
+        };
+        for mut b in batches_of(&registry, &conn, &job) {
+            b.sessions.clear();
+            apply(&mut conn, &b).unwrap();
+        }
         assert_eq!(named(&conn).0, sub_s);
         store(&mut conn, &main);
         assert_eq!(named(&conn).0, main_s);
