@@ -245,6 +245,7 @@ const GROUP_BYTES: u64 = 8 << 20;
 /// sixteen segments at once, for a quarter of a second; with room for one more group the
 /// parsers stopped then, and a core stood idle).
 const QUEUED_BYTES: u64 = QUEUED_GROUPS as u64 * GROUP_BYTES;
+/// The groups in flight: [`QUEUED_BYTES`], and as many groups' batches in the channel.
 const QUEUED_GROUPS: usize = 4;
 /// How long a group waits for the next batch while a parser thread is still at work, and for
 /// all of them at most ([`GROUP_WAIT`]). Each commit writes a full-text segment that must be
@@ -615,16 +616,19 @@ mod tests {
         };
         std::fs::write(&sub, sub_line("s1")).unwrap();
         let registry = AdapterRegistry::new();
-        let store = |conn: &mut Connection, path: &Path| {
+        // Stores a file's batches, each as `edit` leaves it.
+        let store_with = |conn: &mut Connection, path: &Path, edit: fn(&mut Batch)| {
             let job = Job {
                 agent: "claude",
                 root: dir.path().join("projects"),
                 path: path.to_owned(),
             };
-            for b in batches_of(&registry, conn, &job) {
+            for mut b in batches_of(&registry, conn, &job) {
+                edit(&mut b);
                 apply(conn, &b).unwrap();
             }
         };
+        let store = |conn: &mut Connection, path: &Path| store_with(conn, path, |_| {});
         let named = |conn: &Connection| -> (String, i64) {
             conn.query_row(
                 "SELECT source_path, message_count FROM sessions WHERE session_id = ?1",
@@ -652,36 +656,24 @@ mod tests {
             assert_eq!(named(&conn).0, main_s, "order {n}, appended");
         }
         // A session an edit created before any of its files was stored has no path yet: the
-        // first file names it, and its own file takes over.
-        let mut conn = super::super::open(&dir.path().join("data2")).unwrap();
-        conn.execute(
-            "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', ?1, '')",
-            [sid],
-        )
-        .unwrap();
-        store(&mut conn, &sub);
-        assert_eq!(named(&conn).0, sub_s);
-        store(&mut conn, &main);
-        assert_eq!(named(&conn).0, main_s);
-        // So does a file whose batch carries the session's messages but no info of it.
-        let mut conn = super::super::open(&dir.path().join("data3")).unwrap();
-        conn.execute(
-            "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', ?1, '')",
-            [sid],
-        )
-        .unwrap();
-        let job = Job {
-            agent: "claude",
-            root: dir.path().join("projects"),
-            path: sub.clone(),
-        };
-        for mut b in batches_of(&registry, &conn, &job) {
-            b.sessions.clear();
-            apply(&mut conn, &b).unwrap();
+        // first file names it, and its own file takes over. So does a file whose batch carries
+        // the session's messages but no info of it.
+        let no_info: fn(&mut Batch) = |b| b.sessions.clear();
+        for (n, edit) in [(|_: &mut Batch| {}) as fn(&mut Batch), no_info]
+            .into_iter()
+            .enumerate()
+        {
+            let mut conn = super::super::open(&dir.path().join(format!("edited{n}"))).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', ?1, '')",
+                [sid],
+            )
+            .unwrap();
+            store_with(&mut conn, &sub, edit);
+            assert_eq!(named(&conn).0, sub_s, "edited {n}");
+            store(&mut conn, &main);
+            assert_eq!(named(&conn).0, main_s, "edited {n}");
         }
-        assert_eq!(named(&conn).0, sub_s);
-        store(&mut conn, &main);
-        assert_eq!(named(&conn).0, main_s);
     }
 
     /// A message's full-text body is its text, whether stored as it is or compressed, and a
