@@ -274,6 +274,84 @@ fn serve_crush(h: &AgentsHome) -> Server {
     s
 }
 
+/// The `size` stamp `source_files` holds for a file (-1 while none is recorded), and when the
+/// file was last read.
+fn stored_stamp(data_dir: &Path, file: &Path) -> (i64, i64) {
+    let c = rusqlite::Connection::open(data_dir.join("memex.db")).unwrap();
+    c.query_row(
+        "SELECT size, updated_at FROM source_files WHERE path = ?1",
+        [file.to_string_lossy()],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
+}
+
+/// SQLite writes a commit into the `-wal` file before it publishes it: a database whose log was
+/// written just now may have been read without its last commit, so its stamp is not recorded
+/// and it is read again (the service does so a second later); once the log has been left alone,
+/// the stamp is recorded and an unchanged database is skipped.
+#[test]
+fn a_database_written_just_now_is_read_again_until_it_settles() {
+    let h = AgentsHome::new();
+    let db_path = h.project("demo-app").join(".crush/crush.db");
+    let agent = agent_db(&db_path);
+    insert_message(
+        &agent,
+        "live-u1",
+        CRUSH_SESSION,
+        "user",
+        "Does zanzibarite parse?",
+    );
+    let import = || {
+        let out = h
+            .home
+            .command(&["import", "--json"])
+            .env("MEMEX_AGENTS_CRUSH_ROOTS", h.project("demo-app"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let data = h.home.data_dir();
+
+    import();
+    let first = crush_rows(&data);
+    assert!(first.iter().any(|(_, _, t)| t.contains("zanzibarite")));
+    let (size, read_at) = stored_stamp(&data, &db_path);
+    assert_eq!(size, -1, "written just now: no stamp yet");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    import();
+    assert_eq!(crush_rows(&data), first, "read again, nothing doubled");
+    let (size, read_again_at) = stored_stamp(&data, &db_path);
+    assert_eq!(size, -1);
+    assert!(read_again_at > read_at, "read again");
+
+    // The log left alone for a while (its files' times moved back ten seconds).
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    for f in [db_path.clone(), db_path.with_file_name("crush.db-wal")] {
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+    }
+    import();
+    let settled = stored_stamp(&data, &db_path);
+    assert!(settled.0 > 0, "settled: the stamp is recorded");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    import();
+    assert_eq!(crush_rows(&data), first);
+    assert_eq!(
+        stored_stamp(&data, &db_path),
+        settled,
+        "unchanged: not read again"
+    );
+}
+
 #[test]
 fn a_database_written_while_serving_ends_as_a_clean_import() {
     let h = AgentsHome::new();

@@ -128,7 +128,7 @@ impl Ingester {
                 .insert((agent.clone(), root.clone(), root.clone()));
         }
         let started = Instant::now();
-        let mut retry = self.ingest(all, "backfill");
+        let (mut retry, mut settling) = self.ingest(all, "backfill");
         if self.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -138,21 +138,27 @@ impl Ingester {
         );
         self.state.set_phase("watching");
         loop {
-            let (mut change, mut n) = if retry.is_empty() {
+            let (mut change, mut n) = if retry.is_empty() && settling.is_empty() {
                 match changes.blocking_recv() {
                     Some(c) => (c, 1),
                     None => break,
                 }
             } else {
                 // Files whose batch could not be stored are read again from their last stored
-                // cursor after a pause, or with the next change, whichever comes first.
-                match self.wait_for_change(&mut changes, RETRY_AFTER) {
+                // cursor after a pause, or with the next change, whichever comes first; databases
+                // written while they were read, after a shorter one.
+                let pause = if settling.is_empty() {
+                    RETRY_AFTER
+                } else {
+                    SETTLE_AFTER
+                };
+                match self.wait_for_change(&mut changes, pause) {
                     Ok(Some(c)) => (c, 1),
                     Ok(None) => (Change::default(), 0),
                     Err(()) => break,
                 }
             };
-            for job in retry.drain(..) {
+            for job in retry.drain(..).chain(settling.drain(..)) {
                 change
                     .files
                     .insert((job.agent.to_owned(), job.root, job.path));
@@ -165,7 +171,7 @@ impl Ingester {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            retry = self.ingest(change, "change");
+            (retry, settling) = self.ingest(change, "change");
             self.state
                 .ingest
                 .changes_done
@@ -196,8 +202,9 @@ impl Ingester {
         Ok(None)
     }
 
-    /// Ingests one change; returns the files to read again (a batch could not be stored).
-    fn ingest(&self, change: Change, what: &'static str) -> Vec<Job> {
+    /// Ingests one change; returns the files to read again: those a batch of which could not be
+    /// stored, and the databases that were being written (`ImportReport::settling`).
+    fn ingest(&self, change: Change, what: &'static str) -> (Vec<Job>, Vec<Job>) {
         let stats = &self.state.ingest;
         let mut jobs: BTreeMap<PathBuf, Job> = BTreeMap::new();
         let mut full_roots = Vec::new();
@@ -259,7 +266,7 @@ impl Ingester {
             Err(e) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "cannot write to the archive");
-                return Vec::new();
+                return (Vec::new(), Vec::new());
             }
         };
         let stopped = self.stop.load(Ordering::Relaxed);
@@ -346,12 +353,15 @@ impl Ingester {
         if report.bytes >= RELEASE_AFTER_BYTES {
             crate::memory::release_free_memory();
         }
-        report.failed
+        (report.failed, report.settling)
     }
 }
 
 /// How long a file whose batch could not be stored waits before it is read again.
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+/// How soon a database read while it was written is read again (it is read again until its
+/// log has been left alone for [`ingest::SETTLE`]).
+const SETTLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// After an ingest of at least this much, freed memory is handed back to the system.
 const RELEASE_AFTER_BYTES: u64 = 1 << 20;

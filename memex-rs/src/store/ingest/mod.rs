@@ -25,7 +25,8 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use ai_cli_session_collector::{
-    AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, SessionInfo, TitleSource, text,
+    AdapterRegistry, Cursor, Edit, MessageKind, ParseIssue, SessionInfo, SourceKind, TitleSource,
+    text,
 };
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -94,6 +95,36 @@ pub struct ImportReport {
     /// cursor), to be read again from there.
     #[serde(skip)]
     pub failed: Vec<Job>,
+    /// Databases read while their log was being written: their stamp is not recorded, and
+    /// they are to be read again once it settles (see [`SETTLE`]).
+    #[serde(skip)]
+    pub settling: Vec<Job>,
+}
+
+/// What [`ingest_file`] did with a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Its stamp was the stored one: not read.
+    Unchanged,
+    /// Read to its end, or as far as the sink let it.
+    Read,
+    /// A database read to its end while its log was written less than [`SETTLE`] ago: it must
+    /// be read again later.
+    Settling,
+}
+
+/// How long a database's log must have been left alone before its stamp is trusted. SQLite
+/// appends a commit to the `-wal` file (which changes the stamp and wakes the watcher) before
+/// it publishes the commit in the `-shm` index, after an `fsync`; a reader in between sees
+/// the database without that commit. Recording the stamp then would hide the commit until the
+/// agent writes again, which for a conversation's last message may be never.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// Whether a source with this stamp's mtime (epoch ms) was written less than [`SETTLE`] ago
+/// (a time ahead of the clock counts as long ago: it would never settle).
+fn written_lately(mtime_ms: i64) -> bool {
+    let age = chrono::Utc::now().timestamp_millis() - mtime_ms;
+    (0..SETTLE.as_millis() as i64).contains(&age)
 }
 
 /// The stored cursor, size and mtime of a file.
@@ -142,7 +173,6 @@ impl IngestError {
 
 /// Parses one file from its stored cursor to its end, sending prepared batches to `sink`, which
 /// answers whether to go on (`false` stops before the next batch is parsed: shutting down).
-/// Returns `false` when the file was unchanged since the last ingest.
 pub fn ingest_file(
     registry: &AdapterRegistry,
     reader: &Connection,
@@ -150,7 +180,7 @@ pub fn ingest_file(
     opts: &IngestOptions,
     git_roots: &mut HashMap<String, Option<String>>,
     sink: &mut dyn FnMut(Batch) -> bool,
-) -> Result<bool, IngestError> {
+) -> Result<Read, IngestError> {
     let adapter = registry
         .get(job.agent)
         .ok_or_else(|| IngestError::NoAdapter(job.agent.to_owned()))?;
@@ -160,8 +190,9 @@ pub fn ingest_file(
         && *s == size
         && *m == mtime
     {
-        return Ok(false);
+        return Ok(Read::Unchanged);
     }
+    let settling = adapter.source_kind(&job.path) == SourceKind::Database && written_lately(mtime);
     let mut cursor = stored.map(|s| s.0).unwrap_or_default();
     loop {
         let out = adapter.parse(&job.root, &job.path, &cursor, opts.batch_bytes)?;
@@ -218,7 +249,7 @@ pub fn ingest_file(
             agent: job.agent,
             root: job.root.clone(),
             path: job.path.clone(),
-            seen: at_end.then_some((size, mtime)),
+            seen: (at_end && !settling).then_some((size, mtime)),
             cursor: out.cursor,
             messages,
             raw_blocks,
@@ -228,7 +259,11 @@ pub fn ingest_file(
             bytes: out.bytes,
         });
         if at_end || !progressed || !go_on {
-            return Ok(true);
+            return Ok(if at_end && settling && go_on {
+                Read::Settling
+            } else {
+                Read::Read
+            });
         }
     }
 }
@@ -396,8 +431,9 @@ pub fn import(
                     let mut r = report.lock().unwrap();
                     r.files += 1;
                     match res {
-                        Ok(true) => {}
-                        Ok(false) => r.files_skipped_unchanged += 1,
+                        Ok(Read::Read) => {}
+                        Ok(Read::Settling) => r.settling.push(job.clone()),
+                        Ok(Read::Unchanged) => r.files_skipped_unchanged += 1,
                         Err(e) => r.errors.push(FileError {
                             file: job.path.display().to_string(),
                             line: 0,
