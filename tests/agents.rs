@@ -274,6 +274,20 @@ fn serve_crush(h: &AgentsHome) -> Server {
     s
 }
 
+/// `memex import` into `home` of the Crush project folder `project`; it must succeed.
+fn import_crush(home: &Home, project: &Path) {
+    let out = home
+        .command(&["import", "--json"])
+        .env("MEMEX_AGENTS_CRUSH_ROOTS", project)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The `size` stamp `source_files` holds for a file (-1 while none is recorded), and when the
 /// file was last read.
 fn stored_stamp(data_dir: &Path, file: &Path) -> (i64, i64) {
@@ -302,19 +316,7 @@ fn a_database_written_just_now_is_read_again_until_it_settles() {
         "user",
         "Does zanzibarite parse?",
     );
-    let import = || {
-        let out = h
-            .home
-            .command(&["import", "--json"])
-            .env("MEMEX_AGENTS_CRUSH_ROOTS", h.project("demo-app"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let import = || import_crush(&h.home, &h.project("demo-app"));
     let data = h.home.data_dir();
 
     import();
@@ -419,16 +421,7 @@ fn a_database_written_while_serving_ends_as_a_clean_import() {
     // A clean import of the database as it is now holds exactly the live rows of its sessions.
     drop(agent);
     let clean = Home::empty();
-    let out = clean
-        .command(&["import", "--json"])
-        .env("MEMEX_AGENTS_CRUSH_ROOTS", h.project("demo-app"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    import_crush(&clean, &h.project("demo-app"));
     let fresh = crush_rows(&clean.data_dir());
     let live_now: BTreeSet<_> = live.difference(&sub).cloned().collect();
     assert_eq!(live_now, fresh);
@@ -530,16 +523,7 @@ fn kill_9_while_a_database_streams_loses_and_repeats_nothing() {
     s.terminate();
     drop(agent);
     let clean = Home::empty();
-    let out = clean
-        .command(&["import", "--json"])
-        .env("MEMEX_AGENTS_CRUSH_ROOTS", h.project("demo-app"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    import_crush(&clean, &h.project("demo-app"));
     assert_eq!(
         crush_rows(&h.home.data_dir()),
         crush_rows(&clean.data_dir())
