@@ -318,13 +318,28 @@ fn a_database_written_just_now_is_read_again_until_it_settles() {
     );
     let import = || import_crush(&h.home, &h.project("demo-app"));
     let data = h.home.data_dir();
+    let wal = db_path.with_file_name("crush.db-wal");
+    let wal_times = |t: std::time::SystemTime| {
+        for f in [&db_path, &wal] {
+            std::fs::File::options()
+                .write(true)
+                .open(f)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+    };
+    // Written "just now" for each of the first two imports, however slow they start.
+    let now = std::time::SystemTime::now;
 
+    wal_times(now());
     import();
     let first = crush_rows(&data);
     assert!(first.iter().any(|(_, _, t)| t.contains("zanzibarite")));
     let (size, read_at) = stored_stamp(&data, &db_path);
     assert_eq!(size, -1, "written just now: no stamp yet");
     std::thread::sleep(std::time::Duration::from_millis(5));
+    wal_times(now());
     import();
     assert_eq!(crush_rows(&data), first, "read again, nothing doubled");
     let (size, read_again_at) = stored_stamp(&data, &db_path);
@@ -332,15 +347,7 @@ fn a_database_written_just_now_is_read_again_until_it_settles() {
     assert!(read_again_at > read_at, "read again");
 
     // The log left alone for a while (its files' times moved back ten seconds).
-    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-    for f in [db_path.clone(), db_path.with_file_name("crush.db-wal")] {
-        std::fs::File::options()
-            .write(true)
-            .open(&f)
-            .unwrap()
-            .set_modified(past)
-            .unwrap();
-    }
+    wal_times(now() - std::time::Duration::from_secs(10));
     import();
     let settled = stored_stamp(&data, &db_path);
     assert!(settled.0 > 0, "settled: the stamp is recorded");

@@ -256,7 +256,7 @@ impl Ingester {
             &self.writer,
             &self.data_dir,
             self.registry.clone(),
-            jobs,
+            jobs.clone(),
             &opts,
             &self.stop,
             &|p| progress.on(p),
@@ -266,7 +266,9 @@ impl Ingester {
             Err(e) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(error = %e, "cannot write to the archive");
-                return (Vec::new(), Vec::new());
+                // Every file of this change is read again after a pause: some may be databases
+                // whose last commit nothing else would bring back.
+                return (jobs, Vec::new());
             }
         };
         let stopped = self.stop.load(Ordering::Relaxed);
