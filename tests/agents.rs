@@ -291,13 +291,13 @@ fn import_crush(home: &Home, project: &Path) {
 /// The `size` stamp `source_files` holds for a file (-1 while none is recorded), and when the
 /// file was last read.
 fn stored_stamp(data_dir: &Path, file: &Path) -> (i64, i64) {
-    let c = rusqlite::Connection::open(data_dir.join("memex.db")).unwrap();
-    c.query_row(
-        "SELECT size, updated_at FROM source_files WHERE path = ?1",
-        [file.to_string_lossy()],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .unwrap()
+    db(data_dir)
+        .query_row(
+            "SELECT size, updated_at FROM source_files WHERE path = ?1",
+            [file.to_string_lossy()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
 }
 
 /// SQLite writes a commit into the `-wal` file before it publishes it: a database whose log was
