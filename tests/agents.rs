@@ -361,6 +361,45 @@ fn a_database_written_just_now_is_read_again_until_it_settles() {
     );
 }
 
+/// A database in WAL mode that no connection has open has no `-wal` or `-shm` beside it; a
+/// read-only reader would create both and could not remove them. Memex reads such a database
+/// as an immutable file and leaves the agent's folder as it found it.
+#[test]
+fn reading_a_wal_database_leaves_no_files_in_the_agents_folder() {
+    let h = AgentsHome::new();
+    let crush = h.project("demo-app").join(".crush");
+    let db_path = crush.join("crush.db");
+    {
+        let agent = agent_db(&db_path);
+        insert_message(
+            &agent,
+            "wal-u1",
+            CRUSH_SESSION,
+            "user",
+            "Is quillwort stored?",
+        );
+    }
+    let names = || {
+        let mut v: Vec<String> = std::fs::read_dir(&crush)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    // The agent closed it: WAL mode in the header, no log beside it.
+    let head = std::fs::read(&db_path).unwrap();
+    assert_eq!((head[18], head[19]), (2, 2));
+    assert_eq!(names(), ["crush.db"]);
+    import_crush(&h.home, &h.project("demo-app"));
+    assert!(
+        crush_rows(&h.home.data_dir())
+            .iter()
+            .any(|(_, _, t)| t.contains("quillwort"))
+    );
+    assert_eq!(names(), ["crush.db"], "files left in the agent's folder");
+}
+
 #[test]
 fn a_database_written_while_serving_ends_as_a_clean_import() {
     let h = AgentsHome::new();

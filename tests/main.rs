@@ -6,6 +6,7 @@
 mod common;
 
 mod agents;
+mod bounds;
 mod compact;
 mod e2e;
 mod export;

@@ -65,43 +65,74 @@ pub enum ParseError {
     Refused { path: PathBuf, why: String },
 }
 
-/// Checks that `path`, an agent's file inside the project folder `root`, may be read: a regular
-/// file reached without a symbolic link below the project folder, owned by this user. What is
-/// in a project folder is whatever a repository put there: a `.aider.chat.history.md` linked to
-/// `~/.aws/credentials` must never reach the archive.
-pub fn check_project_file(root: &Path, path: &Path) -> Result<(), ParseError> {
+/// Checks that `path`, a file found under the agent's folder `root`, may be read: a regular
+/// file reached without a symbolic link below `root` (the root itself may be a link: a
+/// `~/.claude` kept in a dotfiles folder). A link inside an agent's folder can point anywhere
+/// (`~/.ssh`, another user's files): Memex reads what the agent wrote there, nothing else. A
+/// path outside `root` (an agent's global database beside its folders) must not be a link
+/// itself.
+pub fn check_inside(root: &Path, path: &Path) -> Result<std::fs::Metadata, ParseError> {
     let refuse = |why: &str| ParseError::Refused {
         path: path.to_owned(),
         why: why.to_owned(),
     };
-    let rel = path
-        .strip_prefix(root)
-        .map_err(|_| refuse("not inside its project folder"))?;
-    let mut at = root.to_path_buf();
-    let mut meta = None;
-    for part in rel.components() {
-        at.push(part);
-        let m = std::fs::symlink_metadata(&at).map_err(|source| ParseError::Io {
-            path: at.clone(),
+    let meta_of = |p: &Path| {
+        std::fs::symlink_metadata(p).map_err(|source| ParseError::Io {
+            path: p.to_owned(),
             source,
-        })?;
-        if m.file_type().is_symlink() {
-            return Err(refuse(
-                "it is (or lies under) a symbolic link in the project",
-            ));
+        })
+    };
+    let meta = match path.strip_prefix(root) {
+        Ok(rel) => {
+            let mut at = root.to_path_buf();
+            let mut meta = None;
+            for part in rel.components() {
+                at.push(part);
+                let m = meta_of(&at)?;
+                if m.file_type().is_symlink() {
+                    return Err(refuse(
+                        "it is (or lies under) a symbolic link inside the agent's folder",
+                    ));
+                }
+                meta = Some(m);
+            }
+            meta.ok_or_else(|| refuse("not a file"))?
         }
-        meta = Some(m);
-    }
-    let meta = meta.ok_or_else(|| refuse("not a file"))?;
+        Err(_) => {
+            let m = meta_of(path)?;
+            if m.file_type().is_symlink() {
+                return Err(refuse("it is a symbolic link"));
+            }
+            m
+        }
+    };
     if !meta.is_file() {
         return Err(refuse("not a regular file"));
     }
+    Ok(meta)
+}
+
+/// Checks that `path`, an agent's file inside the project folder `root`, may be read: as
+/// [`check_inside`], and owned by this user. What is in a project folder is whatever a
+/// repository put there: a `.aider.chat.history.md` linked to `~/.aws/credentials` must never
+/// reach the archive.
+pub fn check_project_file(root: &Path, path: &Path) -> Result<(), ParseError> {
+    if path.strip_prefix(root).is_err() {
+        return Err(ParseError::Refused {
+            path: path.to_owned(),
+            why: "not inside its project folder".into(),
+        });
+    }
+    let _meta = check_inside(root, path)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
         // SAFETY: geteuid has no preconditions and cannot fail.
-        if meta.uid() != unsafe { libc::geteuid() } {
-            return Err(refuse("owned by another user"));
+        if _meta.uid() != unsafe { libc::geteuid() } {
+            return Err(ParseError::Refused {
+                path: path.to_owned(),
+                why: "owned by another user".into(),
+            });
         }
     }
     Ok(())
@@ -249,10 +280,12 @@ pub trait ConversationAdapter: Send + Sync {
     ) -> Result<ParseOutput, ParseError>;
 }
 
-/// Every file under `root` (following links) that `keep` accepts.
+/// Every file under `root` that `keep` accepts. Links below `root` are not followed (see
+/// [`check_inside`]); `root` itself may be one.
 pub fn files_under(root: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     walkdir::WalkDir::new(root)
-        .follow_links(true)
+        .follow_links(false)
+        .follow_root_links(true)
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
@@ -493,6 +526,27 @@ pub(crate) fn drive_jsonl_as<S: Default + Serialize + DeserializeOwned, T: Deser
         }
     };
 
+    // A record longer than the limit: reported, and passed over once its end is known.
+    if let Some(o) = chunk.oversized {
+        let limit = reader::MAX_RECORD_BYTES >> 20;
+        let line = line_no + 1;
+        let reason = match o.len {
+            Some(len) => {
+                consumed = len + 1;
+                line_no = line;
+                format!("a record of {len} bytes, over the {limit} MiB limit: skipped")
+            }
+            None => format!(
+                "a record of more than {limit} MiB whose end is not in the file (or past the first GiB of it): not read"
+            ),
+        };
+        emit.out.issues.push(ParseIssue {
+            line,
+            byte_offset: cursor.offset,
+            reason,
+            kept: false,
+        });
+    }
     // A record consumed last time without its newline: the newline (alone on what looks like
     // an empty first line) ends that line, so it is not counted as a line of its own.
     let mut owed_newline = cursor.unterminated;

@@ -11,6 +11,22 @@ use sha2::{Digest, Sha256};
 /// How many head bytes identify a file's content for rewrite detection.
 const HEAD_BYTES: u64 = 1024;
 
+/// The longest record (line) read. A longer one is skipped and reported (see
+/// [`Chunk::oversized`]): one line never costs more memory than this, whatever a file holds.
+/// Real records carrying pasted images or whole files stay well below it.
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+/// The most bytes one read scans past an over-long record looking for its end; beyond it the
+/// record is taken as unterminated (read again when the file changes).
+pub const MAX_SKIP_BYTES: u64 = 1 << 30;
+
+/// The most decompressed content read from one `.zst` file: a few kilobytes of zstd can expand
+/// to terabytes, so reading stops here with an error instead.
+pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
+
+/// The largest whole document read ([`read_all`]: a session's JSON file).
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
 /// Complete lines read from a file, starting at a byte offset.
 pub struct Chunk {
     /// The bytes of the complete lines (ending with `\n`), starting at `start`.
@@ -23,6 +39,17 @@ pub struct Chunk {
     /// The (decompressed) content ends before `start`: the file was rewritten shorter. Only a
     /// read tells for a `.zst` file, whose content length is not known beforehand.
     pub past_end: bool,
+    /// The record at `start` is longer than [`MAX_RECORD_BYTES`] (then `data` is empty).
+    pub oversized: Option<Oversized>,
+}
+
+/// An over-long record at the start of a [`Chunk`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversized {
+    /// Its length, without the newline, when its end was found; `None` when the file ended
+    /// first (or [`MAX_SKIP_BYTES`] were scanned, or a compressed file reached
+    /// [`MAX_DECOMPRESSED_BYTES`]).
+    pub len: Option<u64>,
 }
 
 impl Chunk {
@@ -53,12 +80,82 @@ fn is_zstd(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
+/// A reader that fails (rather than ending) once `left` bytes were read from it.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            // One byte more tells a file of exactly the limit from a longer one.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the compressed file holds more than {} MiB of text; the rest is not read",
+                        MAX_DECOMPRESSED_BYTES >> 20
+                    ),
+                )),
+            };
+        }
+        let n = buf.len().min(self.left.min(usize::MAX as u64) as usize);
+        let got = self.inner.read(&mut buf[..n])?;
+        self.left -= got as u64;
+        Ok(got)
+    }
+}
+
+/// Opens a file for reading, refusing a symbolic link: what an agent's folder links to is not
+/// the agent's (discovery does not follow links below a root, and the store checks every
+/// component of a transcript's path; this holds for every file an adapter opens).
+pub fn open_file(path: &Path) -> io::Result<File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW);
+    }
+    o.open(path)
+}
+
+/// A small side file of an agent (a project registry, a workspace's settings, one part of a
+/// session kept as many files), read as [`open_file`] opens it, of at most
+/// [`MAX_DOCUMENT_BYTES`].
+pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    open_file(path)?
+        .take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut v)?;
+    if v.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(too_big());
+    }
+    Ok(v)
+}
+
+fn too_big() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "the file holds more than {} MiB: not read",
+            MAX_DOCUMENT_BYTES >> 20
+        ),
+    )
+}
+
 /// Opens a file as a byte stream positioned at `offset` of its (decompressed) content. Also
 /// says whether the content is shorter than `offset`.
 fn open_at(path: &Path, offset: u64) -> io::Result<(Box<dyn Read>, bool)> {
-    let mut f = File::open(path)?;
+    let mut f = open_file(path)?;
     if is_zstd(path) {
-        let mut dec = zstd::stream::read::Decoder::new(f)?;
+        let mut dec = Capped {
+            inner: zstd::stream::read::Decoder::new(f)?,
+            left: MAX_DECOMPRESSED_BYTES,
+        };
         let skipped = io::copy(&mut (&mut dec).take(offset), &mut io::sink())?;
         Ok((Box::new(dec), skipped < offset))
     } else {
@@ -69,11 +166,14 @@ fn open_at(path: &Path, offset: u64) -> io::Result<(Box<dyn Read>, bool)> {
 }
 
 /// Reads complete lines from `offset`, about `max_bytes` of them (always at least one whole
-/// line, however long). A partial last line is never returned.
+/// line of up to [`MAX_RECORD_BYTES`]). A partial last line is never returned; a longer line at
+/// `offset` is reported as [`Chunk::oversized`] without being kept.
 pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chunk> {
     let (mut r, past_end) = open_at(path, offset)?;
     let mut buf = Vec::with_capacity(max_bytes.min(1 << 20));
     let mut eof = false;
+    // Where the line being read starts (just after the last newline in `buf`).
+    let mut line_start = 0usize;
     // Read about max_bytes, then keep going until a newline is in the buffer or EOF.
     loop {
         let want = if buf.len() < max_bytes {
@@ -83,15 +183,41 @@ pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chun
         };
         let before = buf.len();
         let n = r.by_ref().take(want as u64).read_to_end(&mut buf)?;
+        if let Some(i) = buf[before..].iter().rposition(|&b| b == b'\n') {
+            line_start = before + i + 1;
+        }
         if n < want {
             eof = true;
             break;
         }
-        if buf[before..].contains(&b'\n') {
+        if buf.len() - line_start > MAX_RECORD_BYTES {
+            if line_start > 0 {
+                // The lines before the long one now; it comes first in the next read.
+                buf.truncate(line_start);
+                return Ok(Chunk {
+                    data: buf,
+                    start: offset,
+                    at_end: false,
+                    pending_tail: false,
+                    past_end,
+                    oversized: None,
+                });
+            }
+            let len = skip_line(&mut r, &buf)?;
+            return Ok(Chunk {
+                data: Vec::new(),
+                start: offset,
+                at_end: len.is_none(),
+                pending_tail: false,
+                past_end,
+                oversized: Some(Oversized { len }),
+            });
+        }
+        if line_start > before {
             break;
         }
     }
-    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let complete = line_start;
     let pending_tail = eof && complete < buf.len();
     // When we stopped early there may be more complete lines after the tail we read.
     let at_end = eof;
@@ -102,22 +228,49 @@ pub fn read_lines(path: &Path, offset: u64, max_bytes: usize) -> io::Result<Chun
         at_end,
         pending_tail,
         past_end,
+        oversized: None,
     })
 }
 
-/// Reads everything from `offset` to the end of the file (the unterminated tail).
+/// Reads on past the start of an over-long line (`head`, which holds no newline) to its
+/// newline: the line's length, or `None` when the file (or [`MAX_SKIP_BYTES`]) ends first.
+fn skip_line(r: &mut dyn Read, head: &[u8]) -> io::Result<Option<u64>> {
+    let mut len = head.len() as u64;
+    let mut piece = vec![0u8; 1 << 20];
+    while len < MAX_SKIP_BYTES {
+        let n = match r.read(&mut piece) {
+            Ok(0) => return Ok(None),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // The most a compressed file may expand to (`Capped`): as far as is read, unended.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if let Some(i) = memchr_newline(&piece[..n]) {
+            return Ok(Some(len + i as u64));
+        }
+        len += n as u64;
+    }
+    Ok(None)
+}
+
+/// Reads everything from `offset` to the end of the file (the unterminated tail), at most
+/// [`MAX_RECORD_BYTES`] of it.
 pub fn read_lines_tail(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
-    let (mut r, _) = open_at(path, offset)?;
+    let (r, _) = open_at(path, offset)?;
     let mut v = Vec::new();
-    r.read_to_end(&mut v)?;
+    r.take(MAX_RECORD_BYTES as u64).read_to_end(&mut v)?;
     Ok(v)
 }
 
-/// Reads a whole file (decompressing `.zst`).
+/// Reads a whole file (decompressing `.zst`), of at most [`MAX_DOCUMENT_BYTES`].
 pub fn read_all(path: &Path) -> io::Result<Vec<u8>> {
-    let (mut r, _) = open_at(path, 0)?;
+    let (r, _) = open_at(path, 0)?;
     let mut v = Vec::new();
-    r.read_to_end(&mut v)?;
+    r.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut v)?;
+    if v.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(too_big());
+    }
     Ok(v)
 }
 

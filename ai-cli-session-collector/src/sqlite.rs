@@ -32,20 +32,79 @@ const READ_DEADLINE: Duration = Duration::from_secs(60);
 pub struct Db {
     conn: Connection,
     path: std::path::PathBuf,
+    /// Opened as immutable (see [`Db::open`]): the file's size and time then, which must be
+    /// the same when the read ends.
+    immutable: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+/// Whether the database at `path` is in WAL mode (header bytes 18 and 19 are 2) with no log
+/// beside it: a read-only connection would create `-wal` and `-shm` files there and, unable
+/// to take the lock that removes them, leave them in the agent's folder.
+fn wal_without_log(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 20];
+    let read = crate::reader::open_file(path).and_then(|mut f| f.read_exact(&mut head));
+    read.is_ok()
+        && head.starts_with(b"SQLite format 3\0")
+        && head[18] == 2
+        && head[19] == 2
+        && !wal_of(path).exists()
+}
+
+fn wal_of(path: &Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    p.into()
+}
+
+/// `file:` URI of `path`, for SQLite (`%`, `?` and `#` escaped).
+fn file_uri(path: &Path) -> String {
+    let mut out = String::from("file:");
+    let text = path.to_string_lossy();
+    if text.starts_with('/') {
+        out.push_str("//");
+    }
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn stamp(path: &Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
 }
 
 impl Db {
-    /// Opens `path` read-only. A database in WAL mode is read through its log as the agent's
-    /// own connections see it. The file may be hostile (any folder the user points a project
-    /// root at): schema-defined SQL (views, generated columns, triggers) is not trusted, and a
-    /// read that runs longer than `READ_DEADLINE` is interrupted.
+    /// Opens `path` read-only (never through a symbolic link). A database in WAL mode is read
+    /// through its log as the agent's own connections see it; one in WAL mode without a log
+    /// (no connection has it open) is read as an immutable file, so the read leaves no file
+    /// behind, and [`Db::finish`] checks that no writer came meanwhile. The file may be hostile
+    /// (any folder the user points a project root at): schema-defined SQL (views, generated
+    /// columns, triggers) is not trusted, and a read that runs longer than `READ_DEADLINE` is
+    /// interrupted.
     pub fn open(path: &Path) -> Result<Db, ParseError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let err = |source| ParseError::Database {
             path: path.to_owned(),
             source,
         };
-        let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        let (conn, immutable) = if wal_without_log(path) {
+            let before = stamp(path);
+            let uri = format!("{}?immutable=1", file_uri(path));
+            let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                .map_err(err)?;
+            (conn, before)
+        } else {
+            (Connection::open_with_flags(path, flags).map_err(err)?, None)
+        };
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         conn.pragma_update(None, "query_only", true).map_err(err)?;
         conn.pragma_update(None, "trusted_schema", false)
@@ -60,7 +119,31 @@ impl Db {
         Ok(Db {
             conn,
             path: path.to_owned(),
+            immutable,
         })
+    }
+
+    /// Closes the database; for one read as immutable, fails when it was written meanwhile (a
+    /// log appeared, or the file changed): what was read may be torn, and the writer's change
+    /// brings the next read.
+    pub fn finish(self) -> Result<(), ParseError> {
+        let Db {
+            conn,
+            path,
+            immutable,
+        } = self;
+        drop(conn);
+        if let Some(before) = immutable
+            && (wal_of(&path).exists() || stamp(&path) != Some(before))
+        {
+            return Err(ParseError::Io {
+                path,
+                source: std::io::Error::other(
+                    "the database was written while it was read; it is read again at its next change",
+                ),
+            });
+        }
+        Ok(())
     }
 
     pub fn conn(&self) -> &Connection {
@@ -265,7 +348,7 @@ pub(crate) fn parse_database<S: Default + Serialize + DeserializeOwned>(
         let tx = db.conn().unchecked_transaction().map_err(|e| db.error(e))?;
         read(&tx, &mut st, &mut emit).map_err(|e| db.error(e))?
     };
-    drop(db);
+    db.finish()?;
     out.messages = emit.out.messages;
     out.issues = emit.out.issues;
     out.sessions = read.infos.into_values().collect();

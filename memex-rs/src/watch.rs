@@ -170,14 +170,18 @@ pub fn start(
             *status.mode.lock().unwrap_or_else(|e| e.into_inner()) = "poll";
             Box::new(notify::PollWatcher::new(
                 handler,
-                notify::Config::default().with_poll_interval(interval),
+                notify::Config::default()
+                    .with_poll_interval(interval)
+                    .with_follow_symlinks(false),
             )?)
         }
         None => {
             *status.mode.lock().unwrap_or_else(|e| e.into_inner()) = "native";
+            // Links below a root are not followed: what they point at is not the agent's (the
+            // store refuses such files too).
             Box::new(notify::RecommendedWatcher::new(
                 handler,
-                notify::Config::default(),
+                notify::Config::default().with_follow_symlinks(false),
             )?)
         }
     };
@@ -360,7 +364,7 @@ impl Actor {
             let Some(&deepest) = holders.first() else {
                 continue;
             };
-            if p.is_dir() {
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
                 if let Some(root) = holders.iter().find(|r| r.recursive)
                     && matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(_))
                 {

@@ -392,7 +392,7 @@ fn history_workspace(
     sid: &str,
     first: Option<&(String, Option<i64>)>,
 ) -> Option<String> {
-    let f = std::fs::File::open(app.join("history.jsonl")).ok()?;
+    let f = crate::reader::open_file(&app.join("history.jsonl")).ok()?;
     let mut by_prompt = None;
     for line in std::io::BufReader::new(f).lines() {
         let Ok(line) = line else { break };
@@ -439,7 +439,7 @@ fn log_workspace(app: &Path, sid: &str) -> Option<String> {
     logs.sort();
     let mut named: std::collections::HashMap<String, String> = Default::default();
     for log in logs {
-        let Ok(f) = std::fs::File::open(&log) else {
+        let Ok(f) = crate::reader::open_file(&log) else {
             continue;
         };
         let mut last: Option<String> = None;
@@ -493,7 +493,7 @@ fn project_path(
                 .join("config")
                 .join("projects")
                 .join(format!("{pid}.json"));
-            let v: Value = serde_json::from_slice(&std::fs::read(f).ok()?).ok()?;
+            let v: Value = serde_json::from_slice(&crate::reader::read_file(&f).ok()?).ok()?;
             let folder = v
                 .get("projectResources")
                 .and_then(|r| r.get("resources"))

@@ -139,8 +139,8 @@ impl ConversationAdapter for CopilotAdapter {
         info.git_branch.clone_from(&st.branch);
         info.project_path.clone_from(&st.project);
         if nested {
-            let ws = std::fs::read_to_string(path.with_file_name(WORKSPACE))
-                .map(|s| yaml_scalars(&s))
+            let ws = crate::reader::read_file(&path.with_file_name(WORKSPACE))
+                .map(|s| yaml_scalars(&String::from_utf8_lossy(&s)))
                 .unwrap_or_default();
             apply_workspace(&ws, &mut info);
         }

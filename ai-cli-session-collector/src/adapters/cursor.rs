@@ -212,7 +212,7 @@ fn chat_meta(path: &Path) -> Result<Option<Value>, ParseError> {
         .query_row("SELECT value FROM meta WHERE key = '0'", [], |r| r.get(0))
         .optional()
         .map_err(|e| db.error(e))?;
-    drop(db);
+    db.finish()?;
     let bytes = match raw {
         Some(rusqlite::types::Value::Text(t)) => t.into_bytes(),
         Some(rusqlite::types::Value::Blob(b)) => b,

@@ -107,9 +107,9 @@ impl FileContext {
             .filter(|&i| parts.len() > i + 2)
             .map(|i| parts[i + 1].to_owned());
         let pdir = root.join(project_dir);
-        let project_path = std::fs::read_to_string(pdir.join(".project_root"))
+        let project_path = crate::reader::read_file(&pdir.join(".project_root"))
             .ok()
-            .map(|s| s.trim().to_owned())
+            .map(|s| String::from_utf8_lossy(&s).trim().to_owned())
             .filter(|s| !s.is_empty())
             .or_else(|| registry_lookup(root, project_dir));
         let dir_hash = (project_dir.len() == 64
@@ -131,7 +131,7 @@ impl FileContext {
 /// `~/.gemini/projects.json`: `{"projects": {"<abs path>": "<slug>"}}`, read backwards.
 fn registry_lookup(root: &Path, slug: &str) -> Option<String> {
     let reg = root.parent()?.join("projects.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(reg).ok()?).ok()?;
+    let v: Value = serde_json::from_slice(&crate::reader::read_file(&reg).ok()?).ok()?;
     v.get("projects")?
         .as_object()?
         .iter()

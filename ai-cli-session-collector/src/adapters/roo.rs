@@ -186,7 +186,7 @@ fn task_source_of(root: &Path, changed: &Path) -> Option<PathBuf> {
 
 /// A JSON file beside the task, if it is there and readable.
 pub(crate) fn read_json(path: &Path) -> Option<Value> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::reader::read_file(path).ok()?;
     reader::decode_json(&bytes).ok().map(|d| d.value)
 }
 

@@ -167,10 +167,12 @@ impl ConversationAdapter for CursorIdeAdapter {
         let mut out = Out::default();
         let at_end = {
             let db = Db::open(path)?;
-            match kind {
+            let at_end = match kind {
                 DbKind::Global => read_global(&db, &mut st, &mut out, max_bytes)?,
                 DbKind::Workspace => read_workspace(&db, path, &mut st, &mut out, max_bytes)?,
-            }
+            };
+            db.finish()?;
+            at_end
         };
         st.bound();
         let mut res = out.emit.out;

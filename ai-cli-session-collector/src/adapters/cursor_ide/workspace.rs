@@ -207,7 +207,7 @@ fn chat_tabs(v: &Value, project: &Option<String>, st: &mut State, out: &mut Out)
 /// The project folder a workspace's `workspace.json` names: `folder`, or the folder of the
 /// `.code-workspace` file named by `workspace`.
 fn workspace_project(file: &Path) -> Option<String> {
-    let v: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    let v: Value = serde_json::from_slice(&crate::reader::read_file(file).ok()?).ok()?;
     if let Some(f) = str_of(&v, "folder") {
         return uri_path(f);
     }

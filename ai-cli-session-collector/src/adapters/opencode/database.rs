@@ -104,7 +104,7 @@ pub(super) fn parse_database(
         seen,
         ..
     } = read;
-    drop(db);
+    db.finish()?;
     let mut out = emit.out;
     out.sessions = seen.infos();
     out.cursor = Cursor {

@@ -242,8 +242,8 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     };
     let mut v: Vec<PathBuf> = rd
         .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.path())
-        .filter(|p| p.is_file())
         .collect();
     v.sort();
     v
@@ -255,8 +255,8 @@ fn dirs_in(dir: &Path) -> Vec<PathBuf> {
     };
     let mut v: Vec<PathBuf> = rd
         .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
         .collect();
     v.sort();
     v
@@ -275,7 +275,7 @@ fn session_file(root: &Path, sid: &str) -> Option<PathBuf> {
 
 /// The `sessionID` a part file names (every 1.x part carries it).
 fn part_session(part: &Path) -> Option<String> {
-    let v: Value = serde_json::from_slice(&std::fs::read(part).ok()?).ok()?;
+    let v: Value = serde_json::from_slice(&crate::reader::read_file(part).ok()?).ok()?;
     string_of(&v, "sessionID")
 }
 

@@ -80,7 +80,8 @@ pub(super) fn parse_storage(
         if !safe_id(id) {
             return None;
         }
-        let b = std::fs::read(storage.join("project").join(format!("{id}.json"))).ok()?;
+        let b =
+            crate::reader::read_file(&storage.join("project").join(format!("{id}.json"))).ok()?;
         string_of(&serde_json::from_slice(&b).ok()?, "worktree")
     };
     let mut info = None;
@@ -101,7 +102,7 @@ fn read_files(dir: &Path) -> Vec<File> {
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .filter_map(|p| {
             let name = p.file_name()?.to_str()?.to_owned();
-            Some((name, std::fs::read(&p).ok()?))
+            Some((name, crate::reader::read_file(&p).ok()?))
         })
         .collect()
 }

@@ -184,6 +184,9 @@ pub fn ingest_file(
     let adapter = registry
         .get(job.agent)
         .ok_or_else(|| IngestError::NoAdapter(job.agent.to_owned()))?;
+    // Whoever found the path (a scan, a file event, a project's file), what lies behind a link
+    // inside the agent's folder is not read.
+    ai_cli_session_collector::adapter::check_inside(&job.root, &job.path)?;
     let (size, mtime) = adapter.stamp(&job.root, &job.path)?;
     let stored = stored_cursor(reader, &job.path)?;
     if let Some((_, s, m)) = &stored
