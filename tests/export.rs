@@ -329,3 +329,116 @@ fn the_api_serves_exports_as_downloads_to_the_local_user_only() {
         .unwrap();
     assert_eq!(rebound.status().as_u16(), 421);
 }
+
+/// Markdown, as GitHub and any CommonMark renderer that allows HTML would render it (comrak: a
+/// port of GitHub's own renderer, raw HTML on, GitHub's extensions on, its tag filter off).
+fn rendered(md: &str) -> String {
+    let mut o = comrak::Options::default();
+    o.render.r#unsafe = true;
+    o.extension.table = true;
+    o.extension.strikethrough = true;
+    o.extension.autolink = true;
+    o.extension.tasklist = true;
+    comrak::markdown_to_html(md, &o)
+}
+
+/// The elements of `html` that carry the attribute `data-evil` (every piece of markup planted
+/// in a transcript below carries it), and links to scripts.
+fn live_markup(html: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let lower = html.to_ascii_lowercase();
+    for (i, _) in lower.match_indices('<') {
+        let tag: String = lower[i..].chars().take_while(|c| *c != '>').collect();
+        let starts_element = lower[i + 1..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic());
+        if starts_element && (tag.contains("data-evil") || tag.contains("javascript:")) {
+            found.push(tag);
+        }
+    }
+    found
+}
+
+/// Transcript text that CommonMark would take for HTML in ways the Markdown export once let
+/// through (an escaped backtick before a tag, a fence indented four spaces or with a backtick
+/// in its info string, a fence in a list item that the list's end closes, a sub-agent's id, a
+/// project path with a line break, the index's project column), and a link to a script: no
+/// element of any exported file comes from it.
+#[test]
+fn no_transcript_text_becomes_markup_in_markdown() {
+    let home = Home::empty();
+    let id = "9c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f";
+    let cwd = "/work/evil\n<script data-evil=cwd>alert(5)</script>";
+    let answer = [
+        r"An escaped backtick: \`<img data-evil=1 src=x onerror=alert(1)>` and on.",
+        "    ```\n<img data-evil=2 src=x>\n```",
+        "```js`x\n<img data-evil=3 src=x>\n```",
+        "- a list\n  ```\n<div data-evil=4>in a list's fence</div>",
+        "\t```\n<b data-evil=5>tab</b>",
+        "<script data-evil=6>alert(6)</script>",
+        "[click me](javascript:alert(7)) and ![img](javascript:alert(8)) and <javascript:alert(9)>",
+        "<!-- data-evil comment --> <details data-evil=10 open>x</details>",
+        "Plain **bold**, `code <i>` and a [link](https://example.com) stay Markdown.",
+    ]
+    .join("\n\n");
+    home.write_claude(
+        "-work-evil",
+        id,
+        &[
+            claude_prompt(id, "u1", cwd, "<u data-evil=prompt>look</u> at this"),
+            claude_answer(id, "a1", cwd, &answer),
+            json!({
+                "type": "assistant", "uuid": "s1", "parentUuid": "a1", "sessionId": id,
+                "cwd": cwd, "isSidechain": true,
+                "agentId": "`<img data-evil=agent src=x onerror=alert(11)>`",
+                "timestamp": "2026-06-05T10:00:06.000Z",
+                "message": {"id": "msg_s1", "role": "assistant", "model": "claude-opus-4-7",
+                    "content": [{"type": "text", "text": "sub-agent <b data-evil=sub>work</b>"}],
+                    "usage": {"input_tokens": 1, "output_tokens": 1}}
+            }),
+            claude_answer(id, "a2", cwd, "```\nan answer cut short <b data-evil=cut>"),
+        ],
+    );
+    assert!(home.memex(&["import"]).status.success());
+    let md = export(&home, &[id, "--format", "md"]);
+    let html = rendered(&md);
+    assert_eq!(live_markup(&html), Vec::<String>::new(), "{md}");
+    // What the agent wrote as Markdown is still Markdown.
+    assert!(html.contains("<strong>bold</strong>"), "{html}");
+    assert!(
+        html.contains(r#"<a href="https://example.com">link</a>"#),
+        "{html}"
+    );
+    // And the text of the markup is still there, as text.
+    assert!(html.contains("data-evil=6"), "{html}");
+    // A project's export and its index.
+    let dir = tempfile::tempdir().unwrap();
+    let out = home.memex(&[
+        "export",
+        "--project",
+        "evil",
+        "--format",
+        "md",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        let md = std::fs::read_to_string(&p).unwrap();
+        let html = rendered(&md);
+        assert_eq!(
+            live_markup(&html),
+            Vec::<String>::new(),
+            "{}: {md}",
+            p.display()
+        );
+    }
+    let index = std::fs::read_to_string(dir.path().join("index.md")).unwrap();
+    assert_eq!(
+        index.lines().filter(|l| l.starts_with("| ")).count(),
+        2,
+        "one header row, one session row, each on one line: {index}"
+    );
+}

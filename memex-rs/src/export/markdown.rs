@@ -26,7 +26,7 @@ fn fenced(out: &mut String, lang: &str, text: &str) {
 
 /// Text for a line of Markdown outside any block: HTML and Markdown that would be taken for
 /// markup are escaped.
-fn inline(s: &str) -> String {
+pub(super) fn inline(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -51,72 +51,134 @@ fn html_text(s: &str) -> String {
 }
 
 /// Prose the agent wrote, kept as Markdown (agents answer in Markdown; code stays code), except
-/// raw HTML, which is shown as text: `<` outside code spans and fenced blocks is escaped. A
-/// fenced block the text leaves open (an answer cut short) is closed, so it cannot swallow the
-/// rest of the file.
+/// what a Markdown renderer would let through as markup of its own: raw HTML (a tag, a comment,
+/// an HTML block) is shown as text, and a link to a script (`javascript:`, `vbscript:`,
+/// `data:`) is shown as the text it is. The text is parsed as GitHub parses it (CommonMark with
+/// tables, strikethrough and task lists), so an escaped backtick, a fence indented four spaces
+/// or a fence whose info string holds a backtick is what the renderer sees, not what it looks
+/// like. A fenced block the text leaves open (an answer cut short) is closed, so it cannot
+/// swallow the rest of the file.
 fn prose(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut open: Option<String> = None;
-    for line in s.lines() {
-        let t = line.trim_start();
-        let first = t.chars().next().unwrap_or(' ');
-        let run: String = t.chars().take_while(|c| *c == first).collect();
-        let is_fence = (first == '`' || first == '~') && run.chars().count() >= 3;
-        match (&open, is_fence) {
-            (None, true) => open = Some(run),
-            (Some(f), true) if run.len() >= f.len() && t.trim_end() == run => open = None,
-            _ => {}
-        }
-        if open.is_some() || is_fence {
-            out.push_str(line);
-        } else {
-            out.push_str(&outside_code(line));
-        }
-        out.push('\n');
+    let mut text = s.replace("\r\n", "\n");
+    if !text.ends_with('\n') {
+        text.push('\n');
     }
-    if let Some(f) = open {
-        out.push_str(&f);
-        out.push('\n');
+    // Each pass makes the first `<` (or `[`) of every piece of markup text; what that reveals
+    // (an HTML block read again as a paragraph) is found by the next pass.
+    for _ in 0..16 {
+        let spots = markup_in(&text);
+        if spots.is_empty() {
+            close_open_fence(&mut text);
+            return text;
+        }
+        text = defuse(&text, &spots);
     }
+    // Not reached on any text seen so far: every `<` becomes text, fences included.
+    let mut out = text.replace('<', "&lt;");
+    close_open_fence(&mut out);
     out
 }
 
-/// One line of prose with `<` escaped except inside code spans.
-fn outside_code(line: &str) -> String {
-    let chars: Vec<char> = line.chars().collect();
-    let mut out = String::with_capacity(line.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '`' {
-            let n = chars[i..].iter().take_while(|c| **c == '`').count();
-            // The span ends at the next run of exactly as many backticks.
-            let mut j = i + n;
-            let mut end = None;
-            while j < chars.len() {
-                if chars[j] == '`' {
-                    let m = chars[j..].iter().take_while(|c| **c == '`').count();
-                    if m == n {
-                        end = Some(j + m);
-                        break;
-                    }
-                    j += m;
-                } else {
-                    j += 1;
-                }
+/// GitHub's flavour of CommonMark, as far as it decides what is markup.
+fn gfm() -> pulldown_cmark::Options {
+    use pulldown_cmark::Options;
+    Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS
+}
+
+/// Where `text` holds markup a renderer would pass on: the byte offset of the `<` of each raw
+/// HTML piece, and of the `[` (or `<`) that opens a link or image to a script.
+fn markup_in(text: &str) -> Vec<usize> {
+    use pulldown_cmark::{Event, Parser, Tag};
+    let mut spots = Vec::new();
+    for (ev, range) in Parser::new_ext(text, gfm()).into_offset_iter() {
+        let piece = &text[range.clone()];
+        let at = match ev {
+            Event::Html(_) | Event::InlineHtml(_) => piece.find('<'),
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. })
+                if runs_script(&dest_url) =>
+            {
+                piece.find(['[', '<'])
             }
-            let stop = end.unwrap_or(i + n);
-            out.extend(&chars[i..stop]);
-            i = stop;
-            continue;
+            _ => None,
+        };
+        if let Some(i) = at {
+            spots.push(range.start + i);
         }
-        if chars[i] == '<' {
-            out.push_str("&lt;");
-        } else {
-            out.push(chars[i]);
-        }
-        i += 1;
     }
+    spots.sort_unstable();
+    spots.dedup();
+    spots
+}
+
+/// Whether a link's target runs code when followed.
+fn runs_script(url: &str) -> bool {
+    let u: String = url
+        .trim_start()
+        .chars()
+        .filter(|c| !c.is_whitespace() && !c.is_control())
+        .take(16)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    ["javascript:", "vbscript:", "data:"]
+        .iter()
+        .any(|p| u.starts_with(p))
+}
+
+/// `text` with the `<` at each spot written `&lt;` and the `[` written `\[`.
+fn defuse(text: &str, spots: &[usize]) -> String {
+    let mut out = String::with_capacity(text.len() + spots.len() * 4);
+    let mut last = 0;
+    for &i in spots {
+        out.push_str(&text[last..i]);
+        match text.as_bytes()[i] {
+            b'<' => out.push_str("&lt;"),
+            b'[' => out.push_str("\\["),
+            _ => out.push(text.as_bytes()[i] as char),
+        }
+        last = i + 1;
+    }
+    out.push_str(&text[last..]);
     out
+}
+
+/// Closes a fenced block that runs to the end of `text` without its closing fence (a cut
+/// answer): left open, it would take in everything written after it.
+fn close_open_fence(text: &mut String) {
+    use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag};
+    let mut depth = 0usize;
+    let mut open: Option<String> = None;
+    for (ev, range) in Parser::new_ext(text, gfm()).into_offset_iter() {
+        match ev {
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) if depth == 0 => {
+                let block = &text[range.clone()];
+                let first = block.trim_start_matches(' ');
+                let c = first.chars().next().unwrap_or('`');
+                let fence: String = first.chars().take_while(|x| *x == c).collect();
+                let last = block.trim_end().lines().last().unwrap_or("").trim();
+                let closed = block.lines().count() > 1
+                    && last.len() >= fence.len()
+                    && last.chars().all(|x| x == c);
+                open = (!closed && range.end >= text.trim_end().len()).then_some(fence);
+            }
+            Event::Start(_) => depth += 1,
+            Event::End(_) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if let Some(f) = open {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&f);
+        text.push('\n');
+    }
+}
+
+/// A value on one line: line breaks and other control characters become spaces.
+pub(super) fn flat(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 fn details(out: &mut String, summary: &str, body: impl FnOnce(&mut String)) {
@@ -129,9 +191,9 @@ fn tool(out: &mut String, t: &Tool) {
     let target = if t.target.is_empty() {
         String::new()
     } else {
-        format!(" <code>{}</code>", html_text(&t.target))
+        format!(" <code>{}</code>", html_text(&flat(&t.target)))
     };
-    let summary = format!("{}{target} — {}", html_text(&t.name), t.status());
+    let summary = format!("{}{target} — {}", html_text(&flat(&t.name)), t.status());
     details(out, &summary, |out| {
         if !t.input.is_empty() {
             fenced(out, "json", &t.input);
@@ -169,7 +231,7 @@ fn entries(out: &mut String, list: &[Entry]) {
             } => {
                 details(
                     out,
-                    &format!("sub-agent <code>{}</code>", prose(agent)),
+                    &format!("sub-agent <code>{}</code>", html_text(&flat(agent))),
                     |out| entries(out, inner),
                 );
             }
@@ -212,10 +274,11 @@ pub fn render(v: &SessionView) -> String {
     let mut out = String::new();
     let s = &v.session;
     let _ = writeln!(out, "# {}\n", inline(&one_line(&v.title(), 160)));
-    // A value in a code span, unless it holds a backtick (then escaped text).
+    // A value in a code span on one line, unless it holds a backtick (then escaped text).
     let code = |v: &str| {
-        if v.contains('`') {
-            inline(v)
+        let v = flat(v);
+        if v.contains('`') || v.trim().is_empty() {
+            inline(&v)
         } else {
             format!("`{v}`")
         }

@@ -145,14 +145,16 @@ pub fn index(sessions: &[(SessionRow, String)], format: Format) -> String {
             let mut out = String::from(
                 "# Sessions\n\n| when | agent | project | session |\n|---|---|---|---|\n",
             );
+            // Every cell is text from the archive: on one line, its markup escaped.
+            let cell = |v: &str| markdown::inline(&markdown::flat(v));
             for (s, f) in sessions {
                 let title = s.title.clone().unwrap_or_else(|| s.session_id.clone());
                 out.push_str(&format!(
                     "| {} | {} | {} | [{}]({}) |\n",
-                    s.started_at.as_deref().unwrap_or(""),
-                    s.agent,
-                    s.project.as_deref().unwrap_or("").replace('|', "\\|"),
-                    view::one_line(&title, 80).replace(['[', ']', '|', '<', '>'], " "),
+                    cell(s.started_at.as_deref().unwrap_or("")),
+                    cell(&s.agent),
+                    cell(s.project.as_deref().unwrap_or("")),
+                    cell(&view::one_line(&title, 80)),
                     f
                 ));
             }
