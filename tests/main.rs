@@ -13,6 +13,7 @@ mod export;
 mod inject;
 mod llm;
 mod mcp;
+mod owner;
 mod secrets;
 mod security;
 mod serve;

@@ -1,5 +1,6 @@
 //! The local API against a hostile caller: a web page in the user's browser (DNS rebinding,
 //! cross-site requests), oversized queries, a wrong token. A real `memex serve` on 127.0.0.1.
+//! (Another user of the machine and a squatter on the port: `tests/owner.rs`.)
 
 use crate::common;
 
@@ -65,7 +66,8 @@ fn a_web_page_cannot_read_or_change_the_archive() {
         assert_eq!(error_code(&body), "host_not_allowed");
         assert!(body.contains("evil.example"), "{body}");
     }
-    // The service's own names are served.
+    // The service's own names are served, to a caller with its token (a page has none).
+    let bearer = format!("Authorization: Bearer {}", s.token);
     for host in [
         format!("127.0.0.1:{port}"),
         format!("localhost:{port}"),
@@ -73,11 +75,21 @@ fn a_web_page_cannot_read_or_change_the_archive() {
     ] {
         let (code, _, body) = raw(
             &s.addr,
-            &format!("GET /api/sessions HTTP/1.1\r\nHost: {host}"),
+            &format!("GET /api/sessions HTTP/1.1\r\nHost: {host}\r\n{bearer}"),
             "",
         );
         assert_eq!(code, 200, "{host}: {body}");
         assert!(body.contains("sessions"));
+        let (code, _, body) = raw(
+            &s.addr,
+            &format!("GET /api/sessions HTTP/1.1\r\nHost: {host}"),
+            "",
+        );
+        assert_eq!(
+            (code, error_code(&body).as_str()),
+            (401, "unauthorized"),
+            "{host}: {body}"
+        );
     }
     let (code, _, body) = raw(&s.addr, "GET /api/sessions HTTP/1.0", "");
     assert_eq!(
@@ -85,8 +97,9 @@ fn a_web_page_cannot_read_or_change_the_archive() {
         (421, "host_not_allowed")
     );
 
-    // A cross-site "simple request" (text/plain, no preflight) queues nothing.
-    let own = format!("Host: 127.0.0.1:{port}");
+    // A cross-site "simple request" (text/plain, no preflight) queues nothing, even with the
+    // token (which a page does not have).
+    let own = format!("Host: 127.0.0.1:{port}\r\n{bearer}");
     let (code, headers, body) = raw(
         &s.addr,
         &format!(
@@ -186,7 +199,7 @@ fn listed_origins_get_cors_and_a_token_is_matched_in_any_case() {
     let h = Home::with_fixtures();
     let s = h.serve(&[
         ("MEMEX_API_CORS_ORIGINS", "https://app.example"),
-        ("MEMEX_API_TOKEN", "tok-123"),
+        ("MEMEX_API_TOKEN", "tok-123-of-twenty-four-chars"),
     ]);
     let port = s.addr.rsplit_once(':').unwrap().1.to_owned();
     let own = format!("Host: 127.0.0.1:{port}");
@@ -202,7 +215,11 @@ fn listed_origins_get_cors_and_a_token_is_matched_in_any_case() {
         headers.contains("access-control-allow-origin: https://app.example"),
         "{headers}"
     );
-    for auth in ["Bearer tok-123", "bearer tok-123", "BEARER tok-123"] {
+    for auth in [
+        "Bearer tok-123-of-twenty-four-chars",
+        "bearer tok-123-of-twenty-four-chars",
+        "BEARER tok-123-of-twenty-four-chars",
+    ] {
         let (code, headers, body) = raw(
             &s.addr,
             &format!(
@@ -215,7 +232,9 @@ fn listed_origins_get_cors_and_a_token_is_matched_in_any_case() {
     }
     let (code, _, body) = raw(
         &s.addr,
-        &format!("GET /api/sessions HTTP/1.1\r\n{own}\r\nAuthorization: Bearer tok-124"),
+        &format!(
+            "GET /api/sessions HTTP/1.1\r\n{own}\r\nAuthorization: Bearer tok-124-of-twenty-four-chars"
+        ),
         "",
     );
     assert_eq!((code, error_code(&body).as_str()), (401, "unauthorized"));
@@ -223,7 +242,7 @@ fn listed_origins_get_cors_and_a_token_is_matched_in_any_case() {
     let (code, _, _) = raw(
         &s.addr,
         &format!(
-            "GET /api/sessions HTTP/1.1\r\n{own}\r\nOrigin: https://other.example\r\nAuthorization: Bearer tok-123"
+            "GET /api/sessions HTTP/1.1\r\n{own}\r\nOrigin: https://other.example\r\nAuthorization: Bearer tok-123-of-twenty-four-chars"
         ),
         "",
     );
@@ -404,15 +423,20 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
             ]);
             head.push_str(&format!("\r\nContent-Type: {ct}"));
         }
-        if rng.below(5) == 0 {
-            let auth = rng.pick(&[
-                "Bearer",
-                "Bearer x",
-                "Basic Zm9vOmJhcg==",
-                "bearer  ",
-                "Bearer é",
-            ]);
-            head.push_str(&format!("\r\nAuthorization: {auth}"));
+        // Mostly the owner's token, so that every handler is reached; sometimes a wrong one.
+        match rng.below(6) {
+            0 => {
+                let auth = rng.pick(&[
+                    "Bearer",
+                    "Bearer x",
+                    "Basic Zm9vOmJhcg==",
+                    "bearer  ",
+                    "Bearer é",
+                ]);
+                head.push_str(&format!("\r\nAuthorization: {auth}"));
+            }
+            1 => {}
+            _ => head.push_str(&format!("\r\nAuthorization: Bearer {}", s.token)),
         }
         if rng.below(10) == 0 {
             head.push_str("\r\nOrigin: http://evil.example");
@@ -435,6 +459,13 @@ fn random_and_hostile_requests_get_json_errors_and_never_a_5xx() {
         let html = headers
             .to_ascii_lowercase()
             .contains("content-type: text/html");
+        // A page asked for without the token: the sign-in page.
+        if !path.starts_with("/api")
+            && code == 303
+            && headers.to_ascii_lowercase().contains("location: /login")
+        {
+            continue;
+        }
         if !path.starts_with("/api") && (html || path.starts_with("/assets")) {
             if html {
                 assert!(
@@ -505,14 +536,18 @@ fn forget_and_scrub_go_through_a_running_service() {
     assert_eq!(code, 200);
 }
 
-/// A "service" on loopback that answers every request with `status` and `body`, and says how
-/// many requests it got and what the last one asked.
+/// A "service" on loopback that answers every request with `status` and `body`, and records
+/// each request's line and its `Authorization` header. With the owner's `secret` it answers
+/// the proof a client asks first (a service of the owner's that then fails); without it, it is a
+/// squatter that cannot.
 fn fake_service(
     status: &str,
     body: &'static str,
+    secret: Option<memex::owner::Secret>,
 ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let port = listener.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (status, log) = (status.to_owned(), seen.clone());
     std::thread::spawn(move || {
@@ -521,9 +556,22 @@ fn fake_service(
             let mut buf = [0u8; 8192];
             let n = s.read(&mut buf).unwrap_or(0);
             let head = String::from_utf8_lossy(&buf[..n]).into_owned();
-            log.lock()
-                .unwrap()
-                .push(head.lines().next().unwrap_or("").to_owned());
+            let line = head.lines().next().unwrap_or("").to_owned();
+            let auth = head
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                .unwrap_or("");
+            log.lock().unwrap().push(format!("{line} {auth}"));
+            let proof = line
+                .split("/api/proof?challenge=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .zip(secret.as_ref())
+                .map(|(c, k)| format!(r#"{{"proof":"{}"}}"#, k.proof(port, c)));
+            let (status, body) = match &proof {
+                Some(p) => ("200 OK", p.as_str()),
+                None => (status.as_str(), body),
+            };
             let _ = write!(
                 s,
                 "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -540,11 +588,14 @@ fn a_search_never_trusts_a_failing_service_and_says_so() {
     assert!(h.memex(&["import"]).status.success());
     let local = h.json(&["search", "--json", "--mode", "fts", "timezone"]);
     assert!(!local["results"].as_array().unwrap().is_empty(), "{local}");
+    // A service of this data folder ran here once: its secret is in the folder.
+    let secret = memex::owner::load_or_create(&h.data_dir(), "").unwrap();
 
-    // The data directory's lock names a service that fails every request.
+    // The data directory's lock names a service of the owner's that fails every request.
     let (addr, seen) = fake_service(
         "500 Internal Server Error",
         r#"{"error":{"code":"internal","message":"boom"}}"#,
+        Some(secret.clone()),
     );
     let mut lock = memex::store::lock::acquire(&h.data_dir(), "test").unwrap();
     lock.describe(&format!("{}{addr}", memex::store::lock::SERVE_ON));
@@ -559,11 +610,18 @@ fn a_search_never_trusts_a_failing_service_and_says_so() {
         err.contains(&format!("asked the running service at {addr}")) && err.contains("boom"),
         "{err}"
     );
-    // It was asked once, with the query, and the answer came from the archive itself.
+    // It was asked for its proof, then once with the query and the token, and the answer came
+    // from the archive itself.
     let asked = seen.lock().unwrap().clone();
-    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked.len(), 2, "{asked:?}");
     assert!(
-        asked[0].starts_with("GET /api/search?q=timezone"),
+        asked[0].starts_with("GET /api/proof?challenge="),
+        "{asked:?}"
+    );
+    assert!(!asked[0].contains(secret.as_str()), "{asked:?}");
+    assert!(
+        asked[1].starts_with("GET /api/search?q=timezone")
+            && asked[1].contains(&format!("Bearer {}", secret.as_str())),
         "{asked:?}"
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -577,10 +635,30 @@ fn a_search_never_trusts_a_failing_service_and_says_so() {
             .status
             .success()
     );
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+
+    // A listener that cannot prove it holds the secret (another user's program on the port)
+    // gets the challenge and nothing else: no query, no token.
+    let (squatter, heard) = fake_service("200 OK", r#"{"results":[], "mode":"hybrid"}"#, None);
+    lock.describe(&format!("{}{squatter}", memex::store::lock::SERVE_ON));
+    let out = h.memex(&["search", "--json", "timezone"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not prove"), "{err}");
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(
+        heard[0].starts_with("GET /api/proof?challenge=") && !heard[0].contains("Bearer"),
+        "{heard:?}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["results"][0]["session_id"],
+        local["results"][0]["session_id"]
+    );
 
     // A service that answers what this version does not read is not believed either.
-    let (odd, _) = fake_service("200 OK", r#"{"results":"all of them"}"#);
+    let (odd, _) = fake_service("200 OK", r#"{"results":"all of them"}"#, Some(secret));
     lock.describe(&format!("{}{odd}", memex::store::lock::SERVE_ON));
     let out = h.memex(&["search", "--json", "timezone"]);
     assert!(out.status.success());

@@ -518,8 +518,9 @@ fn bad_requests_get_a_clear_json_error_and_the_right_status() {
     let mut conn = std::net::TcpStream::connect(&s.addr).unwrap();
     write!(
         conn,
-        "POST /api/search HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"q\":",
+        "POST /api/search HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{\"q\":",
         s.addr,
+        s.token,
         2 << 20
     )
     .unwrap();
@@ -567,32 +568,33 @@ fn a_token_guards_the_api_and_is_required_off_loopback() {
         "{err}"
     );
 
-    let s = h.serve(&[("MEMEX_API_TOKEN", "s3cret-token")]);
-    let (code, body) = s.get("/api/health");
-    assert_eq!(code, 401);
+    let token = "s3cret-token-of-24-chars-or-more";
+    let s = h.serve(&[("MEMEX_API_TOKEN", token)]);
+    // A client of its own, without the token the helper's client sends.
+    let bare = reqwest::blocking::Client::new();
+    let res = bare.get(s.url("/api/health")).send().unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let body: Value = res.json().unwrap();
     assert_eq!(body["error"]["code"], "unauthorized");
-    let res = s
-        .client()
+    let res = bare
         .get(s.url("/api/health"))
         .bearer_auth("wrong")
         .send()
         .unwrap();
     assert_eq!(res.status().as_u16(), 401);
-    let res = s
-        .client()
+    let res = bare
         .get(s.url("/api/health"))
-        .bearer_auth("s3cret-token")
+        .bearer_auth(token)
         .send()
         .unwrap();
     assert_eq!(res.status().as_u16(), 200);
+    // The configured token is the secret: no file is made.
+    assert!(!s.data_dir.join("api-token").exists());
     // `memex config` never shows it.
     let mut c = h.command(&["config"]);
-    let out = c.env("MEMEX_API_TOKEN", "s3cret-token").output().unwrap();
+    let out = c.env("MEMEX_API_TOKEN", token).output().unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !shown.contains("s3cret-token") && shown.contains("(set)"),
-        "{shown}"
-    );
+    assert!(!shown.contains(token) && shown.contains("(set)"), "{shown}");
 }
 
 /// Writes transcripts the way agents do, until told to stop: appends to Claude sessions and a

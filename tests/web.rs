@@ -131,8 +131,16 @@ struct Driver {
 }
 
 impl Driver {
+    /// A browser signed in to `s` with a one-time link, as `memex open` signs one in.
     fn new(s: &Server) -> Driver {
-        Driver::at(format!("http://{}", s.addr))
+        let d = Driver::at(format!("http://{}", s.addr));
+        let link = s.signin_link();
+        let path = link
+            .strip_prefix(&d.base)
+            .unwrap_or_else(|| panic!("{link} is not a link to {}", d.base))
+            .to_owned();
+        d.open(&path);
+        d
     }
 
     /// A browser for the service at `base` (`http://host:port`).
@@ -774,7 +782,11 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
 fn page_timings() {
     let base = std::env::var("MEMEX_WEB_BENCH").expect("MEMEX_WEB_BENCH=http://127.0.0.1:PORT");
     let pages = std::env::var("MEMEX_WEB_BENCH_PAGES").unwrap_or_else(|_| "/".into());
-    let d = Driver::at(base);
+    let d = Driver::at(base.clone());
+    // Signed in with a link of `memex open --print`.
+    let link = std::env::var("MEMEX_WEB_BENCH_SIGNIN")
+        .expect("MEMEX_WEB_BENCH_SIGNIN=$(memex open --print)");
+    d.open(link.strip_prefix(&base).expect("a link to MEMEX_WEB_BENCH"));
     for page in pages.split(',') {
         let mut runs: Vec<[f64; 5]> = Vec::new();
         for _ in 0..5 {
@@ -816,16 +828,16 @@ fn page_timings() {
     d.clean("timed pages");
 }
 
-/// With a token (required off loopback), a page asked for without it sends the browser to the
-/// sign-in page; the token, posted as JSON, comes back as a same-site, script-proof cookie that
-/// stands for it in reads only: anything that changes the archive still needs the header.
+/// A browser signs in with a one-time link (`memex open`) or with the token on the sign-in
+/// page; either starts a session: a random id in a cookie named after the port, same-site,
+/// script-proof, secure, that ends after 12 hours. It stands for the token in reads only:
+/// anything that changes the archive still needs the header. Failed sign-ins are limited.
 #[test]
 fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
+    let token = "correct-horse-battery-staple-9";
     let home = Home::empty();
-    let s = home.serve(&[
-        ("MEMEX_API_TOKEN", "correct-horse-battery"),
-        ("MEMEX_VECTOR_PROVIDER", "off"),
-    ]);
+    let s = home.serve(&[("MEMEX_API_TOKEN", token), ("MEMEX_VECTOR_PROVIDER", "off")]);
+    let port = s.addr.rsplit_once(':').unwrap().1.to_owned();
     let http = reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -835,7 +847,15 @@ fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
     assert_eq!(res.headers()["location"], "/login");
     let page = http.get(s.url("/login")).send().unwrap();
     assert_eq!(page.status().as_u16(), 200);
-    assert!(page.text().unwrap().contains("type=\"password\""));
+    let text = page.text().unwrap();
+    assert!(text.contains("type=\"password\"") && text.contains("memex open"));
+    // The sign-in page's own style and script load without signing in.
+    for asset in ["/assets/memex.css", "/assets/memex.js"] {
+        assert_eq!(
+            http.get(s.url(asset)).send().unwrap().status().as_u16(),
+            200
+        );
+    }
     // The API still answers JSON 401 without the token.
     assert_eq!(
         http.get(s.url("/api/stats"))
@@ -852,34 +872,46 @@ fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
             .send()
             .unwrap()
     };
-    for wrong in [r#"{"token":"nope"}"#, r#"{"token":5}"#, "not json", "{}"] {
-        let r = post(wrong);
-        assert_eq!(r.status().as_u16(), 401, "{wrong}");
+    let r = post(r#"{"token":"nope"}"#);
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(!r.headers().contains_key("set-cookie"));
+    for malformed in [r#"{"token":5}"#, "not json", "{}"] {
+        let r = post(malformed);
+        assert_eq!(r.status().as_u16(), 400, "{malformed}");
         assert!(!r.headers().contains_key("set-cookie"));
     }
     // A form post (what another site could make a browser send) is refused before it is read.
     let form = http
         .post(s.url("/login"))
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body("token=correct-horse-battery")
+        .body(format!("token={token}"))
         .send()
         .unwrap();
     assert_eq!(form.status().as_u16(), 415);
-    let ok = post(r#"{"token":"correct-horse-battery"}"#);
+    let ok = post(&format!(r#"{{"token":"{token}"}}"#));
     assert_eq!(ok.status().as_u16(), 204);
     let cookie = ok.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for attr in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Secure",
+        "Path=/",
+        "Max-Age=43200",
+    ] {
+        assert!(cookie.contains(attr), "{attr}: {cookie}");
+    }
     assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        cookie.starts_with(&format!("memex_session_{port}=")),
         "{cookie}"
     );
     assert!(
-        !cookie.contains("correct-horse-battery"),
+        !cookie.contains(token),
         "the token itself is not in the cookie"
     );
     let pair = cookie.split(';').next().unwrap().to_owned();
-    let with = |method: reqwest::Method, path: &str| {
+    let with = |method: reqwest::Method, path: &str, cookie: &str| {
         http.request(method, s.url(path))
-            .header("Cookie", &pair)
+            .header("Cookie", cookie)
             .header("Content-Type", "application/json")
             .body("{}")
             .send()
@@ -887,18 +919,61 @@ fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
             .status()
             .as_u16()
     };
-    assert_eq!(with(reqwest::Method::GET, "/dashboard"), 200);
-    assert_eq!(with(reqwest::Method::GET, "/api/stats"), 200);
+    assert_eq!(with(reqwest::Method::GET, "/dashboard", &pair), 200);
+    assert_eq!(with(reqwest::Method::GET, "/api/stats", &pair), 200);
     assert_eq!(
-        with(reqwest::Method::POST, "/api/scrub"),
+        with(reqwest::Method::POST, "/api/scrub", &pair),
         401,
         "writes need the header"
     );
-    // A cookie of another token, or forged, opens nothing.
-    let forged = http
-        .get(s.url("/api/stats"))
-        .header("Cookie", "memex_token=correct-horse-battery")
-        .send()
-        .unwrap();
-    assert_eq!(forged.status().as_u16(), 401);
+    // A session of a sign-in is not a fixed digest of the token: two sign-ins, two sessions.
+    let again = post(&format!(r#"{{"token":"{token}"}}"#));
+    let other = again.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert_ne!(other.split(';').next(), Some(pair.as_str()));
+    // A forged session, the old digest cookie, or this session under another port's name:
+    // nothing opens.
+    let id = pair.split_once('=').unwrap().1;
+    for forged in [
+        format!(
+            "memex_session_{port}=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        ),
+        format!("memex_token={token}"),
+        format!("memex_session_1={id}"),
+    ] {
+        assert_eq!(
+            with(reqwest::Method::GET, "/api/stats", &forged),
+            401,
+            "{forged}"
+        );
+    }
+
+    // A one-time link, from the socket (`memex open --print`): signs in once.
+    let link = s.signin_link();
+    assert!(
+        link.starts_with(&format!("http://127.0.0.1:{port}/login?code=")),
+        "{link}"
+    );
+    let first = http.get(&link).send().unwrap();
+    assert_eq!(first.status().as_u16(), 303);
+    assert_eq!(first.headers()["location"], "/");
+    assert_eq!(first.headers()["cache-control"], "no-store");
+    let linked = first.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let linked = linked.split(';').next().unwrap().to_owned();
+    assert_eq!(with(reqwest::Method::GET, "/", &linked), 200);
+    let reused = http.get(&link).send().unwrap();
+    assert_eq!(reused.status().as_u16(), 401);
+    assert!(!reused.headers().contains_key("set-cookie"));
+    assert!(reused.text().unwrap().contains("memex open"));
+
+    // Guessing is limited: ten failures a minute, then even the right token waits, while a
+    // fresh link still signs the owner in.
+    for _ in 0..10 {
+        let _ = post(r#"{"token":"guess-guess-guess-guess-guess"}"#);
+    }
+    let limited = post(&format!(r#"{{"token":"{token}"}}"#));
+    assert_eq!(limited.status().as_u16(), 429);
+    let v: serde_json::Value = limited.json().unwrap();
+    assert_eq!(v["error"]["code"], "too_many_attempts");
+    let fresh = http.get(s.signin_link()).send().unwrap();
+    assert_eq!(fresh.status().as_u16(), 303);
 }

@@ -232,13 +232,19 @@ pub struct WatchSettings {
     pub idle_minutes: u64,
 }
 
+/// The shortest `[api] token` accepted: 24 characters (the secret the service makes itself is
+/// 64 hexadecimal digits, 256 bits).
+pub const MIN_TOKEN_CHARS: usize = 24;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiSettings {
     /// Address of the HTTP API.
     pub bind: String,
-    /// When set, every request needs `Authorization: Bearer <token>`; required for a
-    /// non-loopback bind. From the environment: MEMEX_API_TOKEN.
+    /// The secret TCP callers need (`Authorization: Bearer <token>`, or a browser signed in
+    /// with it); at least 24 characters. Empty: the service makes a random one and keeps it in
+    /// `api-token` in the data folder. Required (set here) for a non-loopback bind. From the
+    /// environment: MEMEX_API_TOKEN.
     pub token: String,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
@@ -720,6 +726,18 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             "must not contain spaces or control characters".into(),
         );
     }
+    if !s.api.token.is_empty() {
+        let n = s.api.token.chars().count();
+        if n < MIN_TOKEN_CHARS {
+            return bad(
+                "api.token",
+                format!(
+                    "must have at least {} characters, got {n} (e.g. `openssl rand -hex 32`; or leave it empty: the service makes its own)",
+                    MIN_TOKEN_CHARS
+                ),
+            );
+        }
+    }
     for h in &s.api.allowed_hosts {
         if h == "*" {
             if s.api.token.is_empty() {
@@ -1163,13 +1181,19 @@ mod tests {
         assert!(err.to_string().contains("watch.idle_minutes"), "{err}");
         let err = resolve_with(dir.path(), &[("MEMEX_WATCH_POLL", "sometimes")], None).unwrap_err();
         assert!(err.to_string().contains("poll"), "{err}");
+        let long = "abc123-a-token-of-24-chars";
         let ok = resolve_with(
             dir.path(),
-            &[("MEMEX_API_TOKEN", "${SECRET}"), ("SECRET", "abc123")],
+            &[("MEMEX_API_TOKEN", "${SECRET}"), ("SECRET", long)],
             None,
         )
         .unwrap();
-        assert_eq!(ok.settings.api.token, "abc123");
+        assert_eq!(ok.settings.api.token, long);
+        let err = resolve_with(dir.path(), &[("MEMEX_API_TOKEN", "abc123")], None).unwrap_err();
+        assert!(
+            err.to_string().contains("api.token") && err.to_string().contains("at least 24"),
+            "{err}"
+        );
         assert_eq!(ok.settings.for_display().api.token, "(set)");
         let f = dir.path().join("c.toml");
         std::fs::write(&f, "[sources]\nwindsurf = [\"/x\"]\n").unwrap();

@@ -6,7 +6,8 @@
 //! [`vector`] (LanceDB and its indexer), [`search`] (retrieval: one search for every surface,
 //! and the nearest-neighbour question injection asks), [`compact`] (the L1/L2/L3 layers and
 //! their queue), [`watch`] and [`state`] (file events; what the service's components share),
-//! [`api`] (HTTP), [`client`] (its client), [`inject`] (Claude Code hooks), [`mcp`],
+//! [`owner`] (who the service answers: its socket, secret and proof), [`api`] (HTTP),
+//! [`client`] (its client), [`inject`] (Claude Code hooks), [`mcp`],
 //! [`service`] (`memex serve`) and [`cli`] (the `memex` commands). ARCHITECTURE.md draws the
 //! arrows; `layering.rs` checks that they never form a circle. Parsing of transcript formats
 //! lives in the `ai-cli-session-collector` crate; this crate only ever sees its unified
@@ -27,6 +28,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod owner;
 pub mod redact;
 pub mod search;
 pub mod service;

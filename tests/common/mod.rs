@@ -137,6 +137,12 @@ pub struct Server {
     pub child: std::process::Child,
     pub addr: String,
     pub log: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The HOME it runs in, and its data folder.
+    pub home: PathBuf,
+    pub data_dir: PathBuf,
+    /// The owner's secret the service made (`api-token`), or the configured token.
+    pub token: String,
+    /// Sends the token with every request, as the owner's tools do over TCP.
     client: reqwest::blocking::Client,
 }
 
@@ -162,7 +168,12 @@ impl Home {
         env: &[(&str, &str)],
     ) -> Result<Server, (std::process::ExitStatus, String)> {
         use std::io::BufRead;
-        let mut cmd = self.command(&["serve", "--bind", "127.0.0.1:0"]);
+        // On a free port, unless the test names one.
+        let bind = env
+            .iter()
+            .find(|(k, _)| *k == "MEMEX_API_BIND")
+            .map_or("127.0.0.1:0", |(_, v)| *v);
+        let mut cmd = self.command(&["serve", "--bind", bind]);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -179,8 +190,17 @@ impl Home {
             std::thread::spawn(move || {
                 for line in std::io::BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                    // Listening, or waiting for a port another program holds.
+                    let addr = line
+                        .split("listening on http://")
+                        .nth(1)
+                        .and_then(|r| r.split_whitespace().next())
+                        .or_else(|| {
+                            let r = line.split("another program listens on ").nth(1)?;
+                            r.split(": ").next()
+                        });
+                    if let Some(a) = addr {
+                        let _ = tx.send(a.to_owned());
                     }
                     let mut l = log.lock().unwrap();
                     l.push_str(&line);
@@ -188,16 +208,41 @@ impl Home {
                 }
             });
         }
+        let data_dir = env
+            .iter()
+            .find(|(k, _)| *k == "MEMEX_DATA_DIR")
+            .map_or_else(|| self.data_dir(), |(_, v)| PathBuf::from(v));
         match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-            Ok(addr) => Ok(Server {
-                child,
-                addr,
-                log,
-                client: reqwest::blocking::Client::builder()
-                    .timeout(std::time::Duration::from_secs(30))
-                    .build()
-                    .unwrap(),
-            }),
+            Ok(addr) => {
+                let token = env
+                    .iter()
+                    .find(|(k, _)| *k == "MEMEX_API_TOKEN")
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_else(|| {
+                        std::fs::read_to_string(data_dir.join("api-token"))
+                            .expect("the service keeps its token in the data folder")
+                            .trim()
+                            .to_owned()
+                    });
+                let mut headers = reqwest::header::HeaderMap::new();
+                headers.insert(
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {token}").parse().unwrap(),
+                );
+                Ok(Server {
+                    child,
+                    addr,
+                    log,
+                    home: self.path().to_owned(),
+                    data_dir,
+                    token,
+                    client: reqwest::blocking::Client::builder()
+                        .timeout(std::time::Duration::from_secs(30))
+                        .default_headers(headers)
+                        .build()
+                        .unwrap(),
+                })
+            }
             Err(_) => {
                 let status = child.wait().unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -243,8 +288,32 @@ impl Server {
         v
     }
 
+    /// A client that sends the service's token with every request.
     pub fn client(&self) -> &reqwest::blocking::Client {
         &self.client
+    }
+
+    /// The service's socket (the CLI's and the hooks' way in).
+    pub fn socket(&self) -> PathBuf {
+        self.data_dir.join("memex.sock")
+    }
+
+    /// A one-time link that signs a browser in (`memex open --print`).
+    pub fn signin_link(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_memex"))
+            .args(["open", "--print"])
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("MEMEX_DATA_DIR", &self.data_dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "memex open --print: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
     pub fn log(&self) -> String {

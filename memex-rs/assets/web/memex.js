@@ -190,7 +190,9 @@ document.addEventListener("keydown", (e) => {
     if (res.ok) {
       window.location.href = "/";
     } else {
-      document.getElementById("login-error").textContent = "That is not this service's token.";
+      const body = await res.json().catch(() => null);
+      document.getElementById("login-error").textContent =
+        res.status === 429 && body ? body.error.message : "That is not this service's token.";
     }
   });
 })();

@@ -1,7 +1,9 @@
 //! Who may talk to the API: the checks every request passes before a handler runs.
 //!
-//! The API listens on loopback, but a web page in the user's browser can reach loopback too.
-//! Three things keep such a page out:
+//! On the owner's Unix socket (see [`crate::owner`]) only the content type and the body's
+//! size and time are checked: no one else can open it, and no browser can reach it. On TCP the
+//! API listens on loopback, where every user of the machine and every web page in the user's
+//! browser can reach it too:
 //! - **Host.** A page whose name re-resolves to 127.0.0.1 (DNS rebinding) is same-origin for
 //!   the browser, but its requests carry its own name in `Host`. Only the bound address's names
 //!   (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`, an IP literal when bound to every
@@ -9,6 +11,10 @@
 //! - **Origin.** Browsers send `Origin` with every cross-origin POST (and `Sec-Fetch-Site` with
 //!   every request): a request from another origin is refused unless `[api] cors_origins`
 //!   names it; only those get CORS headers.
+//! - **The owner's secret.** Every request needs `Authorization: Bearer <secret>`, or, for
+//!   reads, a browser session started with it or with a one-time link ([`super::signin`]).
+//!   Open without it: the sign-in page and form, the static assets, and the service's proof
+//!   (`/api/proof`, which tells a client it talks to its owner's service).
 //! - **Content type.** A body must be `application/json`, which no page can send cross-origin
 //!   without a preflight that this server does not grant; `text/plain` "simple requests" that
 //!   need no preflight are refused before their body is read.
@@ -18,30 +24,49 @@ use std::net::{IpAddr, SocketAddr};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
 use super::ApiError;
+use crate::owner::Secret;
 
-/// What the checks need to know: the address actually bound and the user's allowances.
+/// Which listener a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The Unix socket in the private data folder: its owner only.
+    Socket,
+    /// The TCP port: anyone who can reach it.
+    Tcp,
+}
+
+/// What the checks need to know: the listener, the address actually bound and the user's
+/// allowances.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    pub channel: Channel,
     pub bound: SocketAddr,
-    /// Extra `Host` values, lower case; `*` accepts any (only allowed with a token).
+    /// Extra `Host` values, lower case; `*` accepts any (only allowed with a configured token).
     pub allowed_hosts: Vec<String>,
     /// Origins given CORS access, lower case, without a trailing slash.
     pub cors_origins: Vec<String>,
-    pub token: Option<String>,
+    /// The owner's secret: the token TCP callers send, and the key of the service's proof.
+    pub secret: Secret,
 }
 
 impl Policy {
-    pub fn new(bound: SocketAddr, api: &crate::config::ApiSettings) -> Policy {
+    pub fn new(
+        channel: Channel,
+        bound: SocketAddr,
+        api: &crate::config::ApiSettings,
+        secret: Secret,
+    ) -> Policy {
         let norm = |v: &Vec<String>| -> Vec<String> {
             v.iter()
                 .map(|s| s.trim().trim_end_matches('/').to_ascii_lowercase())
                 .collect()
         };
         Policy {
+            channel,
             bound,
             allowed_hosts: norm(&api.allowed_hosts),
             cors_origins: norm(&api.cors_origins),
-            token: (!api.token.is_empty()).then(|| api.token.clone()),
+            secret,
         }
     }
 
@@ -254,33 +279,6 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// The name of the cookie that carries the token for the web pages (a browser cannot send an
-/// `Authorization` header when it follows a link).
-pub const TOKEN_COOKIE: &str = "memex_token";
-
-/// What the web pages' cookie holds for `token`: a digest of it (the token itself never sits in
-/// the browser, and any token fits in a cookie).
-pub fn cookie_value(token: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(format!("memex web pages\0{token}").as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The value of the web pages' cookie, if the request carries it.
-pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == TOKEN_COOKIE)
-        .map(|(_, v)| v.trim())
-        .filter(|v| !v.is_empty())
-}
-
 /// Headers that let an allowed origin read the answer.
 pub fn cors_headers(h: &mut HeaderMap, origin: HeaderValue) {
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -318,7 +316,12 @@ mod tests {
             cors_origins: origins.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        Policy::new(bound.parse().unwrap(), &api)
+        Policy::new(
+            Channel::Tcp,
+            bound.parse().unwrap(),
+            &api,
+            Secret::new("t".repeat(32)),
+        )
     }
 
     #[test]

@@ -7,7 +7,9 @@
 
 mod compact;
 pub mod guard;
+pub mod listen;
 mod rewrite;
+pub mod signin;
 mod web;
 
 pub use web::MAX_LIVE_STREAMS;
@@ -38,9 +40,11 @@ pub struct ApiState {
     pub pool: ReadPool,
     pub state: Shared,
     pub settings: Arc<Settings>,
-    /// Who may call: the bound address, allowed hosts and origins, the token (when set, every
-    /// request must carry `Authorization: Bearer <token>`).
+    /// Who may call: the listener, the bound address, allowed hosts and origins, the owner's
+    /// secret.
     pub policy: Arc<guard::Policy>,
+    /// The browsers signed in over TCP, and the one-time links that sign them in.
+    pub signins: Arc<signin::SignIns>,
     /// Reads running at once. Searches are CPU-bound: more of them than cores only adds
     /// contention, and each needs a connection with a warm cache, so requests beyond this wait
     /// (cheaply, as futures) instead.
@@ -126,6 +130,8 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/inject", post(inject_handler))
         .route("/api/forget", post(forget_handler))
         .route("/api/scrub", post(scrub_handler))
+        .route("/api/proof", get(proof))
+        .route("/api/signin", post(signin_link))
         .merge(web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -138,6 +144,12 @@ pub fn router(st: ApiState) -> Router {
 /// (see [`mod@guard`]). Answers to an allowed origin carry its CORS headers, refusals included.
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
     let policy = &st.policy;
+    if policy.channel == guard::Channel::Socket {
+        return match body_within_limits(&st, req).await {
+            Ok(req) => json_errors(next.run(req).await).await,
+            Err(e) => e.into_response(),
+        };
+    }
     if let Err(e) = guard::check_host(policy, req.headers(), req.uri()) {
         return e.into_response();
     }
@@ -152,8 +164,11 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
     }
     let page = req.method() == axum::http::Method::GET && !req.uri().path().starts_with("/api");
     let res = match admit(&st, &req) {
-        Ok(()) => json_errors(next.run(req).await).await,
-        // A page asked for without the token: the sign-in page.
+        Ok(()) => match body_within_limits(&st, req).await {
+            Ok(req) => json_errors(next.run(req).await).await,
+            Err(e) => e.into_response(),
+        },
+        // A page asked for without signing in: the sign-in page.
         Err(e) if page && e.status == StatusCode::UNAUTHORIZED => {
             axum::response::Redirect::to("/login").into_response()
         }
@@ -162,47 +177,89 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
     with_cors(res, cors)
 }
 
-/// The token, the content type and the declared body size of a request from a caller the
-/// Host and Origin checks let through.
+/// What TCP callers reach without the secret: signing in, the static assets, the proof.
+fn open_path(path: &str) -> bool {
+    matches!(path, "/login" | "/api/proof" | "/favicon.ico") || path.starts_with("/assets/")
+}
+
+/// The secret (or, for reads, a signed-in browser's session) and the content type of a TCP
+/// request the Host and Origin checks let through.
 fn admit(st: &ApiState, req: &Request) -> Result<(), ApiError> {
-    if let Some(token) = &st.policy.token {
-        let ok = |g: &str| constant_time_eq(g.as_bytes(), token.as_bytes());
-        // The web pages' cookie (set by `POST /login`, same-site only) stands for the token in
-        // reads; anything that changes the archive needs the header. The login page and its
-        // form are open: the form checks the token itself.
-        let reads = matches!(
-            *req.method(),
-            axum::http::Method::GET | axum::http::Method::HEAD
-        );
-        let login = req.uri().path() == "/login";
-        let cookie = guard::cookie_value(token);
-        let given = guard::bearer(req.headers()).is_some_and(ok)
-            || reads
-                && guard::cookie_token(req.headers())
-                    .is_some_and(|c| constant_time_eq(c.as_bytes(), cookie.as_bytes()));
-        if !given && !login {
-            return Err(ApiError {
-                status: StatusCode::UNAUTHORIZED,
-                code: "unauthorized",
-                message: "this API needs `Authorization: Bearer <token>` with the MEMEX_API_TOKEN of the service (the web pages: sign in at /login)".into(),
-            });
-        }
+    let secret = &st.policy.secret;
+    // A browser's session (a cookie a same-site page sends) stands for the secret in reads;
+    // anything that changes the archive needs the header.
+    let reads = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    let given = guard::bearer(req.headers()).is_some_and(|g| secret.matches(g))
+        || reads
+            && st
+                .signins
+                .cookie_of(req.headers())
+                .is_some_and(|c| st.signins.valid(c));
+    if !given && !open_path(req.uri().path()) {
+        return Err(ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            code: "unauthorized",
+            message: "this API needs `Authorization: Bearer <token>` with the service's token (MEMEX_API_TOKEN, or the `api-token` file in its data folder); the CLI reaches it through its socket, and `memex open` signs a browser in".into(),
+        });
     }
+    guard::check_content_type(req.method(), req.headers())
+}
+
+/// How long a request's body may take to arrive, once its headers have.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The request with its body read, within `[api] max_body_bytes` and [`BODY_TIMEOUT`], so a
+/// caller that sends its body slowly (or never) holds no handler.
+async fn body_within_limits(st: &ApiState, req: Request) -> Result<Request, ApiError> {
     guard::check_content_type(req.method(), req.headers())?;
     let max = st.settings.api.max_body_bytes;
+    let too_large = || ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: "payload_too_large",
+        message: format!("request bodies are limited to {max} bytes"),
+    };
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
-        return Err(ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "payload_too_large",
-            message: format!("request bodies are limited to {max} bytes"),
-        });
+        return Err(too_large());
     }
-    Ok(())
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    if declared.is_none_or(|n| n == 0) && !chunked {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
+        Err(_) => {
+            return Err(ApiError {
+                status: StatusCode::REQUEST_TIMEOUT,
+                code: "request_timeout",
+                message: format!(
+                    "the request's body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            });
+        }
+        Ok(Err(e)) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if over {
+                return Err(too_large());
+            }
+            return Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                code: "bad_request",
+                message: format!("the request's body could not be read: {e}"),
+            });
+        }
+        Ok(Ok(b)) => b,
+    };
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 /// Errors that did not come from a handler (axum's own rejections: a path that does not
@@ -243,10 +300,6 @@ fn with_cors(mut res: Response, origin: Option<HeaderValue>) -> Response {
         guard::cors_headers(res.headers_mut(), o);
     }
     res
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn not_found() -> ApiError {
@@ -395,6 +448,43 @@ impl Params {
         };
         search::check_agent(&a).map_err(|e| ApiError::bad_parameter(format!("`agent` {e}")))?;
         Ok(Some(a))
+    }
+}
+
+/// `GET /api/proof?challenge=HEX`: the service's proof that it holds its owner's secret, which
+/// a client checks before it sends anything over TCP ([`crate::owner::Secret::proof`]). Open to
+/// every caller: the answer says nothing about the secret.
+async fn proof(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    let p = Params::parse(q, &["challenge"])?;
+    let challenge = p.get("challenge").unwrap_or_default();
+    if !(16..=128).contains(&challenge.len()) || !challenge.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_parameter(
+            "`challenge` must be 16 to 128 hexadecimal digits",
+        ));
+    }
+    let port = st.policy.bound.port();
+    Ok(Json(json!({
+        "proof": st.policy.secret.proof(port, &challenge),
+    })))
+}
+
+/// `POST /api/signin`: a one-time link that signs a browser in to the web pages (`memex open`).
+/// Only the owner gets here: over the socket, or with the secret.
+async fn signin_link(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    Params::parse(q, &[])?;
+    match st.signins.link() {
+        Some(url) => Ok(Json(json!({
+            "url": url,
+            "expires_in_seconds": signin::CODE_TTL.as_secs(),
+        }))),
+        None => Err(ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "web_unavailable",
+            message: format!(
+                "the web pages are not served: the service could not listen on {} (another program holds it; see the service log)",
+                st.settings.api.bind
+            ),
+        }),
     }
 }
 

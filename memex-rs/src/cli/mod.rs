@@ -46,6 +46,13 @@ pub struct Cli {
 pub enum Command {
     /// Run the service: backfill, watch every agent's transcripts, serve the HTTP API.
     Serve(ServeArgs),
+    /// Open the web pages of the running service in your browser, signed in (a one-time link
+    /// asked of the service over its socket).
+    Open {
+        /// Print the link instead of opening a browser (it works once, for 10 minutes).
+        #[arg(long)]
+        print: bool,
+    },
     /// Import every transcript of every agent into the archive (safe to run again).
     Import(ImportArgs),
     /// Search the archive: full text and meaning (vectors), fused, at the level you pick.
@@ -401,6 +408,7 @@ pub fn run(cli: Cli) -> Result<()> {
     crate::logging::init(&ctx.env, logs.as_deref());
     match cli.command {
         Command::Serve(_) => serve::serve(&ctx),
+        Command::Open { print } => serve::open(&ctx, print),
         Command::Import(a) => import::import(&ctx, a),
         Command::Search(a) => search::search_cmd(&ctx, a),
         Command::Sessions { command } => sessions::sessions(&ctx, command),
@@ -527,19 +535,20 @@ fn post_service_within(
     body: serde_json::Value,
     timeout: std::time::Duration,
 ) -> Result<serde_json::Value> {
-    use crate::client::{ClientError, post_json, reachable};
-    let api = &ctx.resolved.settings.api;
-    let addr = reachable(addr);
-    post_json(&addr, api, path, &body, timeout, SERVICE_TIMEOUT).map_err(|e| match &e {
-        ClientError::Refused { status, code, .. } => UserError {
-            message: e.to_string(),
-            // The service's regeneration guard: the CLI's way to confirm.
-            hint: (code == "confirmation_required").then(|| REGENERATE_HINT.into()),
-            code: if *status == 404 { 3 } else { 2 },
-        }
-        .into(),
-        _ => anyhow::Error::from(e),
-    })
+    use crate::client::{ClientError, Service};
+    let service = Service::of(&ctx.resolved.settings, Some(addr));
+    service
+        .post_json(path, &body, timeout, SERVICE_TIMEOUT)
+        .map_err(|e| match &e {
+            ClientError::Refused { status, code, .. } => UserError {
+                message: e.to_string(),
+                // The service's regeneration guard: the CLI's way to confirm.
+                hint: (code == "confirmation_required").then(|| REGENERATE_HINT.into()),
+                code: if *status == 404 { 3 } else { 2 },
+            }
+            .into(),
+            _ => anyhow::Error::from(e),
+        })
 }
 
 /// What a user refused by the regeneration guard can do.

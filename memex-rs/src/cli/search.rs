@@ -94,10 +94,8 @@ fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde
             query.push((name, v));
         }
     }
-    let addr = crate::client::reachable(addr);
-    let answer = crate::client::get_json(
-        &addr,
-        &ctx.resolved.settings.api,
+    let service = crate::client::Service::of(&ctx.resolved.settings, Some(addr));
+    let answer = service.get_json(
         "/api/search",
         &query,
         SERVICE_SEARCH_TIMEOUT,
@@ -124,7 +122,10 @@ fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde
                     _ => e.to_string(),
                 },
             };
-            eprintln!("note: asked the running service at {addr}: {why}; searching here instead");
+            eprintln!(
+                "note: asked the running service at {}: {why}; searching here instead",
+                service.describe()
+            );
             None
         }
     }

@@ -27,11 +27,29 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let res = runtime.block_on(crate::service::run(cfg, shutdown_signal(), |addr| {
-        eprintln!(
-            "memex serve: listening on http://{addr} (pid {})",
-            std::process::id()
-        );
+    let res = runtime.block_on(crate::service::run(cfg, shutdown_signal(), |l| {
+        let pid = std::process::id();
+        match l.tcp {
+            Some(addr) => eprintln!("memex serve: listening on http://{addr} (pid {pid})"),
+            None => eprintln!(
+                "memex serve: another program listens on {bind}: the web pages wait until it is free (pid {pid})"
+            ),
+        }
+        if let Some(p) = &l.socket {
+            eprintln!("memex serve: the CLI and the hooks reach it at {}", p.display());
+        }
+        // A sign-in link is a credential: shown on the owner's terminal, never written to a log
+        // or a journal that stderr may be.
+        use std::io::IsTerminal;
+        if l.tcp.is_some() {
+            let terminal = std::io::stderr().is_terminal();
+            match terminal.then(|| l.signins.link()).flatten() {
+                Some(link) => eprintln!(
+                    "memex serve: sign a browser in with {link} (works once, for 10 minutes; `memex open` makes another)"
+                ),
+                _ => eprintln!("memex serve: `memex open` signs a browser in"),
+            }
+        }
     }));
     // Leave without waiting for stray blocking reads of the API.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
@@ -51,6 +69,12 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
             code: 2,
         }
         .into(),
+        crate::service::ServeError::Secret(crate::owner::SecretError::TooShort(_)) => UserError {
+            message: e.to_string(),
+            hint: Some("or leave api.token empty: the service then makes its own".into()),
+            code: 2,
+        }
+        .into(),
         crate::service::ServeError::Bind { .. } => UserError {
             hint: Some("another program uses that port: pick another with --bind 127.0.0.1:PORT".into()),
             message: format!("{e}: {}", std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default()),
@@ -59,6 +83,65 @@ pub(super) fn serve(ctx: &Ctx) -> Result<()> {
         .into(),
         other => anyhow::Error::from(other),
     })
+}
+
+/// `memex open [--print]`: a one-time sign-in link from the running service (asked over its
+/// socket), opened in the browser or printed.
+pub(super) fn open(ctx: &Ctx, print: bool) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let dir = s.data_dir();
+    let Some(addr) = store::lock::serving_addr(&dir) else {
+        return Err(UserError {
+            message: format!("no service is running for {}", dir.display()),
+            hint: Some("start it with `memex serve`".into()),
+            code: 3,
+        }
+        .into());
+    };
+    let answer = super::post_service(ctx, &addr, "/api/signin", serde_json::json!({}))?;
+    let Some(url) = answer["url"].as_str() else {
+        anyhow::bail!("the service answered without a link: {answer}");
+    };
+    if print {
+        println!("{url}");
+        return Ok(());
+    }
+    // The browser is given a private file that forwards to the link, not the link itself: a
+    // command line is visible to every user of the machine, and the link signs in whoever uses
+    // it first.
+    let page = dir.join("open.html");
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">\
+         <meta http-equiv=\"refresh\" content=\"0; url={url}\"><title>Memex</title>\
+         <p><a href=\"{url}\">Open Memex</a></p>\n"
+    );
+    write_private(&page, &html).with_context(|| format!("cannot write {}", page.display()))?;
+    match opener::open_browser(&page) {
+        Ok(()) => {
+            eprintln!("memex open: opened the web pages in your browser");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!(
+                "memex open: could not start a browser ({e}); open this link (it works once, for 10 minutes):"
+            );
+            println!("{url}");
+            Ok(())
+        }
+    }
+}
+
+/// Writes `text` to `path` (replacing it), readable by this user only.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
 }
 
 pub(super) fn mcp(ctx: &Ctx) -> Result<()> {

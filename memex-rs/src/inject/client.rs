@@ -75,18 +75,12 @@ fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Resul
     let left = budget
         .left()
         .ok_or("out of time before asking the service")?;
-    crate::client::post_json(
-        &crate::client::reachable(&settings.api.bind),
-        &settings.api,
-        path,
-        body,
-        left,
-        left.min(Duration::from_millis(300)),
-    )
-    .map_err(|e| match std::error::Error::source(&e) {
-        Some(cause) => format!("{e}: {cause}"),
-        None => e.to_string(),
-    })
+    crate::client::Service::of(settings, None)
+        .post_json(path, body, left, left.min(Duration::from_millis(300)))
+        .map_err(|e| match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        })
 }
 
 /// Whether this run is headless: `claude -p` and the Agent SDKs set `CLAUDE_CODE_ENTRYPOINT`

@@ -49,6 +49,8 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error(transparent)]
+    Secret(#[from] crate::owner::SecretError),
+    #[error(transparent)]
     Lock(#[from] lock::LockError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
@@ -67,12 +69,26 @@ pub struct ServeConfig {
     pub bind: SocketAddr,
 }
 
+/// Where the service listens, once it does.
+pub struct Listening {
+    /// The TCP address actually bound (port 0 picks a free one); `None` while another program
+    /// holds the configured port (the service takes it when it is free again).
+    pub tcp: Option<SocketAddr>,
+    /// The owner's socket; `None` when it cannot be made (its path is too long).
+    pub socket: Option<PathBuf>,
+    /// Makes the one-time sign-in links of the web pages.
+    pub signins: Arc<crate::api::signin::SignIns>,
+}
+
+/// How often the service tries again to listen on a port another program holds.
+const REBIND_EVERY: Duration = Duration::from_secs(2);
+
 /// Runs the service until `shutdown` resolves (SIGINT / SIGTERM in the binary).
-/// `on_listen` is told the address actually bound (port 0 picks a free one).
+/// `on_listen` is told where it listens.
 pub async fn run(
     cfg: ServeConfig,
     shutdown: impl std::future::Future<Output = ()>,
-    on_listen: impl FnOnce(SocketAddr),
+    on_listen: impl FnOnce(&Listening),
 ) -> Result<(), ServeError> {
     let s = &cfg.settings;
     if s.api.token.is_empty() && !cfg.bind.ip().is_loopback() {
@@ -84,18 +100,45 @@ pub async fn run(
     // The vector layer: the model guard first (stale vectors refuse the start), then the
     // indexer in the background. Without a usable model the service runs on full text.
     let vectors = start_vectors(s, &writer).await?;
-    let listener = tokio::net::TcpListener::bind(cfg.bind)
-        .await
-        .map_err(|source| ServeError::Bind {
+    let secret = crate::owner::load_or_create(&data_dir, &s.api.token)?;
+    let socket = bind_socket(&data_dir);
+    let tcp = match tokio::net::TcpListener::bind(cfg.bind).await {
+        Ok(l) => Some(l),
+        // Another program holds the port (maybe another user's, waiting for the hooks' posts):
+        // the archive keeps recording and the owner's socket serves the CLI and the hooks; the
+        // port is taken once it is free.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && socket.is_some() => {
+            tracing::warn!(addr = %cfg.bind, "another program listens on this port: the web pages wait for it (the CLI and hooks use the socket)");
+            None
+        }
+        Err(source) => {
+            return Err(ServeError::Bind {
+                addr: cfg.bind,
+                source,
+            });
+        }
+    };
+    let tcp_addr = match &tcp {
+        Some(l) => Some(l.local_addr().map_err(|source| ServeError::Bind {
             addr: cfg.bind,
             source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: cfg.bind,
-        source,
-    })?;
-    data_lock.describe(&format!("{}{addr}", lock::SERVE_ON));
-    on_listen(addr);
+        })?),
+        None => None,
+    };
+    data_lock.describe(&format!(
+        "{}{}",
+        lock::SERVE_ON,
+        tcp_addr.unwrap_or(cfg.bind)
+    ));
+    let signins = Arc::new(crate::api::signin::SignIns::default());
+    if let Some(a) = tcp_addr {
+        signins.listening(a);
+    }
+    on_listen(&Listening {
+        tcp: tcp_addr,
+        socket: socket.as_ref().map(|(_, p)| p.clone()),
+        signins: signins.clone(),
+    });
 
     let state: Shared = Arc::new(State::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -208,31 +251,69 @@ pub async fn run(
         .spawn(move || ingester.run(change_rx))
         .expect("spawn the ingester thread");
 
-    let api = crate::api::router(crate::api::ApiState {
+    // One set of reader slots for both listeners: they read the same archive on the same cores.
+    let readers = Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots()));
+    let hook_readers = Arc::new(tokio::sync::Semaphore::new(2));
+    let live_streams = Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_LIVE_STREAMS));
+    let api_state = |channel, bound: SocketAddr| crate::api::ApiState {
         pool: store::ReadPool::new(&data_dir),
         state: state.clone(),
         settings: Arc::new(cfg.settings.clone()),
-        policy: Arc::new(crate::api::guard::Policy::new(addr, &cfg.settings.api)),
-        readers: Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots())),
-        hook_readers: Arc::new(tokio::sync::Semaphore::new(2)),
+        policy: Arc::new(crate::api::guard::Policy::new(
+            channel,
+            bound,
+            &cfg.settings.api,
+            secret.clone(),
+        )),
+        signins: signins.clone(),
+        readers: readers.clone(),
+        hook_readers: hook_readers.clone(),
         compactor: Some(compactor.clone()),
         vectors: vectors.clone(),
         writer: Some(writer.clone()),
         shutdown: Some(shutdown_rx.clone()),
-        live_streams: Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_LIVE_STREAMS)),
-    });
-    let mut http_shutdown = shutdown_rx.clone();
-    let http = tokio::spawn(async move {
-        let res = axum::serve(listener, api)
-            .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|s| *s).await;
-            })
-            .await;
-        if let Err(e) = res {
-            tracing::error!(error = %e, "the HTTP server stopped");
+        live_streams: live_streams.clone(),
+    };
+    let mut servers = Vec::new();
+    let socket_path = socket.as_ref().map(|(_, p)| p.clone());
+    if let Some((listener, _)) = socket {
+        let app = crate::api::router(api_state(crate::api::guard::Channel::Socket, cfg.bind));
+        servers.push(tokio::spawn(crate::api::listen::serve(
+            listener,
+            app,
+            shutdown_rx.clone(),
+            "socket",
+        )));
+    }
+    let tcp_app = |bound| crate::api::router(api_state(crate::api::guard::Channel::Tcp, bound));
+    match (tcp, tcp_addr) {
+        (Some(listener), Some(addr)) => servers.push(tokio::spawn(crate::api::listen::serve(
+            listener,
+            tcp_app(addr),
+            shutdown_rx.clone(),
+            "tcp",
+        ))),
+        _ => {
+            let (bind, signins, mut stop) = (cfg.bind, signins.clone(), shutdown_rx.clone());
+            let app = tcp_app(cfg.bind);
+            let stop_serving = shutdown_rx.clone();
+            servers.push(tokio::spawn(async move {
+                let listener = loop {
+                    tokio::select! {
+                        _ = stop.wait_for(|s| *s) => return,
+                        () = tokio::time::sleep(REBIND_EVERY) => {}
+                    }
+                    if let Ok(l) = tokio::net::TcpListener::bind(bind).await {
+                        break l;
+                    }
+                };
+                tracing::info!(addr = %bind, "the port is free again: serving the web pages");
+                signins.listening(bind);
+                crate::api::listen::serve(listener, app, stop_serving, "tcp").await;
+            }));
         }
-    });
-    tracing::info!(%addr, pid = std::process::id(), data_dir = %data_dir.display(), "memex serve started");
+    }
+    tracing::info!(addr = ?tcp_addr, socket = ?socket_path, pid = std::process::id(), data_dir = %data_dir.display(), "memex serve started");
 
     shutdown.await;
     tracing::info!("shutting down: finishing the batch in flight");
@@ -258,7 +339,9 @@ pub async fn run(
         if let Some(i) = indexer {
             let _ = i.await;
         }
-        let _ = http.await;
+        for server in servers {
+            let _ = server.await;
+        }
         drop(compactor);
         drop(writer);
         let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
@@ -268,8 +351,39 @@ pub async fn run(
     } else {
         tracing::info!("stopped");
     }
+    // Clients find no socket (rather than one nothing answers on) once the service is gone.
+    if let Some(p) = &socket_path {
+        let _ = std::fs::remove_file(p);
+    }
     drop(data_lock);
     Ok(())
+}
+
+/// The owner's socket in the data folder (a socket a killed service left is replaced); `None`
+/// when it cannot be made, said in the log: the CLI and hooks then use TCP with the proof.
+fn bind_socket(data_dir: &std::path::Path) -> Option<(tokio::net::UnixListener, PathBuf)> {
+    use std::os::unix::fs::FileTypeExt;
+    let path = crate::owner::socket_path(data_dir);
+    if !crate::owner::socket_fits(&path) {
+        tracing::warn!(socket = %path.display(), "the data folder's path is too long for a Unix socket: clients use TCP");
+        return None;
+    }
+    // This process holds the data folder's lock, so a socket there is a dead service's.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&path);
+    }
+    match tokio::net::UnixListener::bind(&path) {
+        Ok(l) => {
+            use std::os::unix::fs::PermissionsExt;
+            // Private like every file of the folder (connecting needs write access to it).
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+            Some((l, path))
+        }
+        Err(e) => {
+            tracing::warn!(socket = %path.display(), error = %e, "cannot make the service's socket: clients use TCP");
+            None
+        }
+    }
 }
 
 /// Opens the vector layer for `memex serve`. Stale vectors (another model) stop the start; a

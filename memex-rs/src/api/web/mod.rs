@@ -160,53 +160,87 @@ struct ErrorPage {
     message: String,
 }
 
-// ---- signing in (when the service has a token) ----
+// ---- signing in ----
 
 #[derive(Template)]
 #[template(path = "web/login.html")]
 struct LoginPage {
     nav: &'static str,
     title: &'static str,
-    needed: bool,
+    /// Why the last attempt failed, if it did.
+    problem: String,
 }
 
-async fn login_page(State(st): State<ApiState>) -> Response {
-    page(LoginPage {
+fn login_form(status: StatusCode, problem: &str) -> Response {
+    let t = LoginPage {
         nav: "",
         title: "Sign in",
-        needed: st.policy.token.is_some(),
-    })
+        problem: problem.to_owned(),
+    };
+    match t.render() {
+        Ok(html) => html_response(status, html),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
 }
 
-/// `POST /login` with `{"token": "..."}`: the token of the service, checked in constant time,
-/// becomes a cookie the browser sends with the pages' reads (same site only, not readable by
-/// scripts).
-async fn login(State(st): State<ApiState>, body: axum::body::Bytes) -> Response {
-    let Some(token) = &st.policy.token else {
-        return StatusCode::NO_CONTENT.into_response();
+/// A response that starts a browser session and answers with `res`.
+fn signed_in(st: &ApiState, id: &str, mut res: Response) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&st.signins.cookie(id)) {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+const TOO_MANY: &str =
+    "Too many failed sign-ins in the last minute: wait a minute, or run `memex open`.";
+
+/// `GET /login`: the sign-in page; `GET /login?code=…` (a one-time link from `memex open`, or the
+/// one `memex serve` prints) signs the browser in and goes to the search page.
+async fn login_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match Params::parse(q, &["code"]) {
+        Ok(p) => p,
+        Err(e) => return error_page(e),
     };
+    let Some(code) = p.get("code") else {
+        return login_form(StatusCode::OK, "");
+    };
+    match st.signins.redeem(&code) {
+        Ok(id) => signed_in(&st, &id, axum::response::Redirect::to("/").into_response()),
+        Err(super::signin::Refusal::TooMany) => login_form(StatusCode::TOO_MANY_REQUESTS, TOO_MANY),
+        Err(super::signin::Refusal::Invalid) => login_form(
+            StatusCode::UNAUTHORIZED,
+            "This sign-in link was used already or has expired. Run `memex open` for a new one.",
+        ),
+    }
+}
+
+/// `POST /login` with `{"token": "..."}`: the service's token, checked in constant time, starts
+/// a browser session (a cookie the browser sends with the pages' reads: same site only, not
+/// readable by scripts).
+async fn login(State(st): State<ApiState>, body: axum::body::Bytes) -> Response {
     let given: Option<String> = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["token"].as_str().map(str::to_owned));
-    let ok = given.is_some_and(|g| super::constant_time_eq(g.as_bytes(), token.as_bytes()));
-    if !ok {
-        return ApiError {
+    let Some(given) = given else {
+        return ApiError::bad_parameter("the body must be {\"token\": \"...\"}").into_response();
+    };
+    match st.signins.with_token(&st.policy.secret, &given) {
+        Ok(id) => signed_in(&st, &id, StatusCode::NO_CONTENT.into_response()),
+        Err(super::signin::Refusal::TooMany) => ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: "too_many_attempts",
+            message: TOO_MANY.into(),
+        }
+        .into_response(),
+        Err(super::signin::Refusal::Invalid) => ApiError {
             status: StatusCode::UNAUTHORIZED,
             code: "unauthorized",
-            message: "that is not the token of this service (MEMEX_API_TOKEN)".into(),
+            message: "that is not the token of this service".into(),
         }
-        .into_response();
+        .into_response(),
     }
-    let mut r = StatusCode::NO_CONTENT.into_response();
-    let cookie = format!(
-        "{}={}; HttpOnly; SameSite=Strict; Path=/",
-        super::guard::TOKEN_COOKIE,
-        super::guard::cookie_value(token)
-    );
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    r
 }
 
 // ---- live ----
