@@ -10,6 +10,7 @@ mod bounds;
 mod compact;
 mod e2e;
 mod export;
+mod forget;
 mod inject;
 mod llm;
 mod mcp;

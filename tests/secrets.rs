@@ -183,40 +183,6 @@ fn leaks(data: &Path, extra: &[(&str, String)]) -> Vec<(String, String)> {
     found
 }
 
-/// For a failure message: the table columns of the archive that hold `part`.
-fn where_in_db(data: &Path, part: &str) -> Vec<String> {
-    let conn = db(data);
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .filter_map(Result::ok)
-        .collect();
-    let mut out = Vec::new();
-    for t in tables {
-        let Ok(st) = conn.prepare(&format!("SELECT * FROM \"{t}\" LIMIT 0")) else {
-            continue;
-        };
-        let cols: Vec<String> = st.column_names().iter().map(|c| c.to_string()).collect();
-        for c in cols {
-            let sql = format!(
-                "SELECT COUNT(*) FROM \"{t}\" WHERE instr(CAST(\"{c}\" AS BLOB), CAST(?1 AS BLOB)) > 0"
-            );
-            if let Ok(n) = conn.query_row(&sql, [part], |r| r.get::<_, i64>(0))
-                && n > 0
-            {
-                out.push(format!("{t}.{c} ({n})"));
-            }
-        }
-    }
-    out
-}
-
-fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 #[test]
 fn a_planted_secret_corpus_leaves_no_secret_anywhere() {
     let h = Home::empty();

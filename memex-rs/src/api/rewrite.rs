@@ -3,9 +3,9 @@
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Json;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{ApiError, ApiResult, ApiState, Params, bool_field, json_body};
+use super::{ApiError, ApiResult, ApiState, Params, bool_field, json_body, read};
 use crate::search;
 use crate::store::forget;
 
@@ -110,9 +110,48 @@ pub(super) async fn forget_handler(
             "forgotten on request"
         );
     }
-    serde_json::to_value(report)
-        .map(Json)
-        .map_err(ApiError::internal)
+    let mut v = serde_json::to_value(&report).map_err(ApiError::internal)?;
+    if !dry_run && !report.gone.is_empty() {
+        v["vector_files"] = json!(purge_vectors(&st, &report.gone).await);
+    }
+    Ok(Json(v))
+}
+
+/// How long `POST /api/forget` waits for the indexer to rewrite the vector files that held
+/// what was forgotten (it does so as soon as the deletions are through, then removes the
+/// older versions a few seconds later).
+const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Removes the forgotten rows' vectors from the files of the vector folder, not only from the
+/// table (where a deletion only marks them): `rewritten`, `pending` (the indexer is busy; it
+/// does it when free), `failed` (logged) or `none` (no vectors).
+async fn purge_vectors(st: &ApiState, gone: &[(i64, i64)]) -> &'static str {
+    if let Some(v) = &st.vectors.vectors {
+        return match tokio::time::timeout(PURGE_WAIT, v.request_purge()).await {
+            Ok(Ok(Ok(()))) => "rewritten",
+            Ok(Ok(Err(_)) | Err(_)) => "failed",
+            Err(_) => "pending",
+        };
+    }
+    // No indexer runs (the vector layer is off): nothing else writes the folder.
+    let dim = match read(st, |c| {
+        crate::vector::stored_model(c)
+            .map(|m| m.map(|(_, d)| d))
+            .map_err(ApiError::internal)
+    })
+    .await
+    {
+        Ok(d) => d,
+        Err(_) => return "failed",
+    };
+    match crate::vector::forget_without_indexer(&st.settings.data_dir(), dim, gone).await {
+        Ok(true) => "rewritten",
+        Ok(false) => "none",
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot remove the vectors of forgotten rows");
+            "failed"
+        }
+    }
 }
 
 /// `POST /api/scrub` (body `{}`): the current redaction rules over everything stored.

@@ -155,6 +155,15 @@ fn print(v: &Value, json: bool, verb: &str) -> Result<()> {
         if let Some(q) = v["requeued"].as_u64().filter(|q| *q > 0) {
             println!("  {q} summaries queued again from what is left");
         }
+        match v["vector_files"].as_str() {
+            Some("pending") => println!(
+                "  the service rewrites the vector files as soon as its indexer is free (see `memex status`)"
+            ),
+            Some("failed") => {
+                println!("  the vector files could not be rewritten: see the service log")
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -169,7 +178,7 @@ fn spinner(what: &'static str) -> Option<indicatif::ProgressBar> {
 }
 
 /// Deletes the forgotten rows' vectors from the vector folder now, and the old versions that
-/// still hold them (the service does this itself when it runs).
+/// still hold them (a running service does this in its indexer: `POST /api/forget`).
 fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()> {
     let dir = s.data_dir();
     if gone.is_empty() || !crate::vector::dir(&dir).is_dir() {
@@ -179,15 +188,11 @@ fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()
         let conn = store::open(&dir)?;
         crate::vector::stored_model(&conn)?.map(|(_, d)| d)
     };
-    let Some(dim) = dim else { return Ok(()) };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(async {
-        let store = crate::vector::VectorStore::open(&dir, dim).await?;
-        store.forget(gone, true).await
-    })?;
+    rt.block_on(crate::vector::forget_without_indexer(&dir, dim, gone))?;
     Ok(())
 }
 

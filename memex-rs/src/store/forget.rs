@@ -47,6 +47,9 @@ pub struct ForgetReport {
     pub injections: u64,
     /// Talks and sessions whose summaries are queued again from what is left.
     pub requeued: u64,
+    /// Source files left with nothing archived: their paths are gone from the archive (a
+    /// digest of each remembers them, see migration 0014). Counted only when not a dry run.
+    pub files: u64,
     /// The rows whose vectors must go: (vector table code, row id).
     #[serde(skip)]
     pub gone: Vec<(i64, i64)>,
@@ -172,6 +175,13 @@ fn forget_in(
     r.messages = ids.len() as u64;
     let mut blocks: HashMap<i64, u64> = HashMap::new();
     let mut talks: HashSet<(i64, i64)> = HashSet::new();
+    // The files that held what goes: those left with nothing archived go too.
+    let mut files: BTreeSet<i64> = BTreeSet::new();
+    for s in &whole {
+        let mut st =
+            tx.prepare_cached("SELECT source_file_id FROM session_files WHERE session_pk = ?1")?;
+        files.extend(st.query_map([s.pk], |r| r.get::<_, i64>(0))?.flatten());
+    }
     // Sessions that lost a prompt: their title was cut from it.
     let mut untitled: HashSet<i64> = HashSet::new();
     {
@@ -228,6 +238,7 @@ fn forget_in(
             let Some((block, pk, prompt, kind, agent, sid, mid, file, line)) = row else {
                 continue;
             };
+            files.extend(file);
             if let Some(b) = block {
                 *blocks.entry(b).or_default() += 1;
                 r.raw_records += 1;
@@ -343,6 +354,16 @@ fn forget_in(
             dry_run,
         )?;
     }
+    // With a project, every call made in it (a session never archived included).
+    if let Selector::Project(p) = sel {
+        r.injections += count_or_delete(
+            &tx,
+            "injections",
+            "project = ?1 OR substr(project, 1, length(?1) + 1) = ?1 || '/'",
+            params![p.trim_end_matches('/')],
+            dry_run,
+        )?;
+    }
 
     for s in &whole {
         r.compact_jobs += count_or_delete(
@@ -364,6 +385,7 @@ fn forget_in(
             tx.execute("DELETE FROM session_files WHERE session_pk = ?1", [s.pk])?;
             tx.execute("DELETE FROM sessions WHERE id = ?1", [s.pk])?;
         }
+        r.files = forget_files(&tx, &files)?;
         r.requeued = requeue(&tx, &talks, now)?;
         if let Selector::Match(text) = sel {
             // A title quoting the text (derived from a forgotten prompt).
@@ -477,12 +499,161 @@ fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>)
                  WHERE instr(COALESCE(text, memex_unzstd(text_z)), ?1) > 0
                     OR instr(tool_input, ?1) > 0",
             )?;
-            let msgs = st
+            let mut msgs: Vec<i64> = st
                 .query_map([text], |r| r.get::<_, i64>(0))?
                 .collect::<rusqlite::Result<_>>()?;
+            // Text held only in a message's original record (an edited file's whole first
+            // version, a tool's full output): that message goes too, with its record.
+            let have: HashSet<i64> = msgs.iter().copied().collect();
+            msgs.extend(
+                raw_matches(tx, text)?
+                    .into_iter()
+                    .filter(|id| !have.contains(id)),
+            );
             (Vec::new(), msgs)
         }
     })
+}
+
+/// Files (`source_files` ids) left with no session archived from them: their row (the path,
+/// its cursor) and their parse problems go, and the path's digest with the file's stamp is
+/// remembered, so that an unchanged file is not read (and named) again. How many.
+fn forget_files(tx: &Transaction<'_>, files: &BTreeSet<i64>) -> rusqlite::Result<u64> {
+    let mut n = 0;
+    for &f in files {
+        let used: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM session_files WHERE source_file_id = ?1)",
+            [f],
+            |r| r.get(0),
+        )?;
+        if used {
+            continue;
+        }
+        let Some((path, size, mtime)) = tx
+            .query_row(
+                "SELECT path, size, mtime FROM source_files WHERE id = ?1",
+                [f],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                },
+            )
+            .optional()?
+        else {
+            continue;
+        };
+        // A message of no session left (none should be): its file is kept.
+        let orphans: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE source_file_id = ?1)",
+            [f],
+            |r| r.get(0),
+        )?;
+        if orphans {
+            continue;
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO forgotten_files (digest, size, mtime) VALUES (?1, ?2, ?3)",
+            params![super::path_digest(&path), size, mtime],
+        )?;
+        tx.execute("DELETE FROM parse_issues WHERE source_file_id = ?1", [f])?;
+        tx.execute("DELETE FROM source_files WHERE id = ?1", [f])?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Messages whose original record holds `text` (as written, JSON-escaped, or in any string
+/// of the record once decoded, JSON inside a string included).
+fn raw_matches(tx: &Transaction<'_>, text: &str) -> rusqlite::Result<Vec<i64>> {
+    let rows: Vec<(i64, i64, i64, i64)> = {
+        let mut st = tx.prepare(
+            "SELECT id, raw_block, raw_offset, raw_len FROM messages
+             WHERE raw_block IS NOT NULL ORDER BY raw_block",
+        )?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    let needle = RecordNeedle::new(text);
+    let mut out = Vec::new();
+    let mut block: Option<(i64, Vec<u8>)> = None;
+    let mut load = tx.prepare_cached("SELECT data FROM raw_blocks WHERE id = ?1")?;
+    for (id, b, off, len) in rows {
+        if block.as_ref().is_none_or(|(have, _)| *have != b) {
+            let z: Option<Vec<u8>> = load.query_row([b], |r| r.get(0)).optional()?;
+            block = Some((b, z.map(|z| super::unzstd_bytes(&z)).unwrap_or_default()));
+        }
+        let data = block.as_ref().map_or(&[][..], |(_, d)| d.as_slice());
+        let (off, len) = (off.max(0) as usize, len.max(0) as usize);
+        if let Some(rec) = data.get(off..off.saturating_add(len))
+            && needle.in_record(rec)
+        {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// A text to find in original records, however they spell it.
+struct RecordNeedle {
+    text: String,
+    /// The text as a JSON string spells it, without the quotes.
+    escaped: String,
+    /// Its longest run of characters that JSON writers never escape: a record without it
+    /// cannot hold the text, and is not decoded.
+    plain: String,
+}
+
+impl RecordNeedle {
+    fn new(text: &str) -> RecordNeedle {
+        let escaped = serde_json::to_string(text).unwrap_or_default();
+        let escaped = escaped[1..escaped.len().saturating_sub(1).max(1)].to_owned();
+        let plain = text
+            .split(|c: char| c == '"' || c == '\\' || c == '/' || c.is_control() || !c.is_ascii())
+            .max_by_key(|s| s.len())
+            .unwrap_or("")
+            .to_owned();
+        RecordNeedle {
+            text: text.to_owned(),
+            escaped,
+            plain,
+        }
+    }
+
+    fn in_record(&self, rec: &[u8]) -> bool {
+        let has =
+            |hay: &[u8], n: &str| !n.is_empty() && hay.windows(n.len()).any(|w| w == n.as_bytes());
+        if has(rec, &self.text) || has(rec, &self.escaped) {
+            return true;
+        }
+        if !self.plain.is_empty() && !has(rec, &self.plain) {
+            return false;
+        }
+        match ai_cli_session_collector::reader::decode_json(rec.trim_ascii()) {
+            Ok(d) => self.in_value(&d.value, 2),
+            Err(_) => false,
+        }
+    }
+
+    fn in_value(&self, v: &serde_json::Value, depth: u8) -> bool {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => {
+                s.contains(&self.text)
+                    || depth > 0
+                        && matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'['))
+                        && serde_json::from_str::<Value>(s)
+                            .is_ok_and(|inner| self.in_value(&inner, depth - 1))
+            }
+            Value::Array(a) => a.iter().any(|x| self.in_value(x, depth)),
+            Value::Object(o) => o
+                .iter()
+                .any(|(k, x)| k.contains(&self.text) || self.in_value(x, depth)),
+            _ => false,
+        }
+    }
 }
 
 /// Deletes the layer rows matching `cond` and their full-text rows (their vectors follow by

@@ -75,7 +75,21 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_session_source_path",
         include_str!("../../../migrations/0013_session_source_path.sql"),
     ),
+    (
+        "0014_forgotten_files",
+        include_str!("../../../migrations/0014_forgotten_files.sql"),
+    ),
 ];
+
+/// What `forgotten_files` knows a file by: a digest of its path (the path itself, which names
+/// the project, is not kept).
+pub fn path_digest(path: &str) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"memex forgotten file\0");
+    h.update(path.as_bytes());
+    h.finalize().to_vec()
+}
 
 /// Texts longer than this are stored zstd-compressed.
 pub const COMPRESS_TEXT_ABOVE: usize = 256;

@@ -34,7 +34,24 @@ pub struct Vectors {
     /// Epoch ms until which the model stays loaded however long it is unused: set by hook
     /// injections, whose prompts must not wait for the model to load.
     pub keep_loaded_until: std::sync::atomic::AtomicI64,
+    /// Forgotten rows whose files are to be rewritten ([`Vectors::request_purge`]).
+    pub purge: std::sync::Mutex<Purge>,
 }
+
+/// Where a purge of forgotten vectors stands: asked for (its waiters), and once the files are
+/// rewritten, when the older versions that still hold the rows may go.
+#[derive(Default)]
+pub struct Purge {
+    asked: Vec<PurgeWaiter>,
+    pruning: Option<(Instant, Vec<PurgeWaiter>)>,
+}
+
+/// Who waits for a purge: told when it is done, or why it failed.
+type PurgeWaiter = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// How long a version may still be read after a newer one replaced it: a search holds one for
+/// at most its deadline (10 s). Versions that held forgotten rows go once this has passed.
+pub const READERS_GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
 pub struct IndexerStats {
@@ -440,6 +457,86 @@ impl Vectors {
         }
     }
 
+    /// Asks the running indexer to rewrite the files that held forgotten rows, once the outbox
+    /// (where `forget` put their deletions) is drained, and then to remove the versions that
+    /// still hold them ([`READERS_GRACE`] later). The answer comes when nothing forgotten is
+    /// left in the folder.
+    pub fn request_purge(&self) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.purge
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .asked
+            .push(tx);
+        rx
+    }
+
+    /// The purge's next step, once the outbox is empty (so every deletion of the forget that
+    /// asked, committed before it asked, is done): rewrite the files now, or remove the old
+    /// versions once their readers are done.
+    async fn purge_if_ready(&self, pool: &ReadPool) {
+        {
+            let p = self.purge.lock().unwrap_or_else(|e| e.into_inner());
+            if p.asked.is_empty() && p.pruning.is_none() {
+                return;
+            }
+        }
+        let pool = pool.clone();
+        let drained = tokio::task::spawn_blocking(move || {
+            pool.with(|c| {
+                c.query_row("SELECT NOT EXISTS (SELECT 1 FROM vector_outbox)", [], |r| {
+                    r.get::<_, bool>(0)
+                })
+            })
+        })
+        .await;
+        if matches!(drained, Ok(Ok(Ok(true)))) {
+            self.purge_step().await;
+        }
+    }
+
+    async fn purge_step(&self) {
+        let (asked, due) = {
+            let mut p = self.purge.lock().unwrap_or_else(|e| e.into_inner());
+            let asked = std::mem::take(&mut p.asked);
+            let due = match &p.pruning {
+                Some((at, _)) if Instant::now() >= *at => p.pruning.take().map(|(_, w)| w),
+                _ => None,
+            };
+            (asked, due)
+        };
+        if !asked.is_empty() {
+            match self.store.purge().await {
+                Ok(()) => {
+                    let mut p = self.purge.lock().unwrap_or_else(|e| e.into_inner());
+                    let at = Instant::now() + READERS_GRACE;
+                    match &mut p.pruning {
+                        Some((when, waiters)) => {
+                            *when = at;
+                            waiters.extend(asked);
+                        }
+                        None => p.pruning = Some((at, asked)),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot rewrite the vector files of forgotten rows");
+                    for w in asked {
+                        let _ = w.send(Err(e.to_string()));
+                    }
+                }
+            }
+        }
+        if let Some(waiters) = due {
+            let res = self.store.prune(READERS_GRACE).await.map_err(|e| {
+                tracing::warn!(error = %e, "cannot remove the vector versions of forgotten rows");
+                e.to_string()
+            });
+            for w in waiters {
+                let _ = w.send(res.clone());
+            }
+        }
+    }
+
     /// The service component: drains the outbox, then looks again twice a second; upkeep after
     /// a run of work and every few thousand rows during a long one.
     pub async fn run(
@@ -472,6 +569,7 @@ impl Vectors {
                 }
             };
             since_upkeep += handled;
+            self.purge_if_ready(&pool).await;
             if handled == 0 || since_upkeep >= UPKEEP_ROWS {
                 if since_upkeep > 0 {
                     if let Err(e) = self.maintain().await {
@@ -537,6 +635,7 @@ mod tests {
             stats: Default::default(),
             stop: Default::default(),
             keep_loaded_until: Default::default(),
+            purge: Default::default(),
         });
         Archive {
             _dir: dir,

@@ -87,6 +87,23 @@ pub fn dir(data_dir: &Path) -> PathBuf {
     data_dir.join("vectors")
 }
 
+/// Removes the vectors of forgotten rows, `gone`, from the folder of `data_dir` where no
+/// indexer runs (no service, or one whose vector layer is off), with the files and versions
+/// that held them ([`VectorStore::forget`]). `dim`: the stored vectors' dimension (`None`:
+/// none were made). Whether there was anything to remove.
+pub async fn forget_without_indexer(
+    data_dir: &Path,
+    dim: Option<usize>,
+    gone: &[(i64, i64)],
+) -> Result<bool, VectorError> {
+    let Some(dim) = dim else { return Ok(false) };
+    if gone.is_empty() || !dir(data_dir).is_dir() {
+        return Ok(false);
+    }
+    VectorStore::open(data_dir, dim).await?.forget(gone).await?;
+    Ok(true)
+}
+
 /// The LanceDB folder and its open tables.
 pub struct VectorStore {
     db: lancedb::Connection,
@@ -230,24 +247,36 @@ impl VectorStore {
 
     /// Deletes the vectors of forgotten rows, `(table code, row id)`, rewrites every file that
     /// held one (a deletion alone only marks the row), and removes the older versions that
-    /// still point at those files: nothing forgotten stays in the folder. `prune_now`: drop
-    /// every older version at once (only for a process holding the archive's lock); otherwise
-    /// versions older than a minute go (the service's readers may hold a newer one).
-    pub async fn forget(&self, gone: &[(i64, i64)], prune_now: bool) -> Result<(), VectorError> {
+    /// still point at those files: nothing forgotten stays in the folder. Only for a process
+    /// that holds the archive's lock and no service runs (the service's indexer deletes through
+    /// the outbox and then calls [`Self::purge`] and [`Self::prune`]).
+    pub async fn forget(&self, gone: &[(i64, i64)]) -> Result<(), VectorError> {
         for t in Layer::ALL {
             let refs: Vec<i64> = gone
                 .iter()
                 .filter(|(code, _)| *code == t.outbox_code())
                 .map(|(_, id)| *id)
                 .collect();
-            if refs.is_empty() {
+            if refs.is_empty() || self.table(t).await?.is_none() {
                 continue;
             }
+            for chunk in refs.chunks(1000) {
+                self.replace(t, chunk, Vec::new()).await?;
+            }
+        }
+        self.purge().await?;
+        self.prune(std::time::Duration::ZERO).await
+    }
+
+    /// Rewrites every data file that holds a deleted row (a deletion only marks it), in every
+    /// table: what was deleted is then only in the older versions, until [`Self::prune`].
+    pub async fn purge(&self) -> Result<(), VectorError> {
+        for t in Layer::ALL {
             let Some(table) = self.table(t).await? else {
                 continue;
             };
-            for chunk in refs.chunks(1000) {
-                self.replace(t, chunk, Vec::new()).await?;
+            if table.stats().await?.num_deleted_rows.unwrap_or(0) == 0 {
+                continue;
             }
             table
                 .optimize(OptimizeAction::Compact {
@@ -259,15 +288,24 @@ impl VectorStore {
                     remap_options: None,
                 })
                 .await?;
-            let older_than = if prune_now {
-                lancedb::table::Duration::zero()
-            } else {
-                lancedb::table::Duration::minutes(1)
+        }
+        Ok(())
+    }
+
+    /// Removes the versions older than `older_than`, with the files only they use. Zero (all but
+    /// the newest) only for a process that no reader shares the folder with.
+    pub async fn prune(&self, older_than: std::time::Duration) -> Result<(), VectorError> {
+        let now = older_than.is_zero();
+        let older_than = lancedb::table::Duration::from_std(older_than)
+            .unwrap_or_else(|_| lancedb::table::Duration::zero());
+        for t in Layer::ALL {
+            let Some(table) = self.table(t).await? else {
+                continue;
             };
             table
                 .optimize(OptimizeAction::Prune {
                     older_than: Some(older_than),
-                    delete_unverified: Some(prune_now),
+                    delete_unverified: Some(now),
                     error_if_tagged_old_versions: None,
                 })
                 .await?;
@@ -544,6 +582,7 @@ pub async fn open_vectors(
         stats: Default::default(),
         stop: Default::default(),
         keep_loaded_until: Default::default(),
+        purge: Default::default(),
     }))
 }
 

@@ -153,6 +153,7 @@ pub fn latency(data: &Path, runs: usize) {
         stats: Default::default(),
         stop: Default::default(),
         keep_loaded_until: Default::default(),
+        purge: Default::default(),
     };
     let conn = store::connect(&store::db_path(data)).unwrap();
     let n: i64 = conn

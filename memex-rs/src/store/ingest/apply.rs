@@ -112,6 +112,11 @@ fn one<T>(
 fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     let now = chrono::Utc::now().timestamp_millis();
     let path = b.path.to_string_lossy();
+    // What the user forgot stays forgotten: its sessions and its messages' places are skipped.
+    let forgotten = Forgotten::load(tx, b)?;
+    if forgotten.any() && forgotten_file(tx, &path, b, &forgotten)? {
+        return Ok(Applied::default());
+    }
     let cursor_json = serde_json::to_string(&b.cursor).unwrap_or_default();
     let bad = b.issues.iter().filter(|i| !i.kept).count() as i64;
     run(
@@ -156,8 +161,6 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
         }
     }
 
-    // What the user forgot stays forgotten: its sessions and its messages' places are skipped.
-    let forgotten = Forgotten::load(tx, b)?;
     // Sessions first, so messages can refer to them.
     let mut session_pk: HashMap<String, i64> = HashMap::new();
     for s in &b.sessions {
@@ -459,6 +462,11 @@ impl Forgotten {
         Ok(f)
     }
 
+    /// Whether anything of the batch is forgotten.
+    fn any(&self) -> bool {
+        !self.sessions.is_empty() || !self.messages.is_empty()
+    }
+
     fn session(&self, id: &str) -> bool {
         !self.sessions.is_empty() && self.sessions.contains(id)
     }
@@ -475,6 +483,49 @@ impl Forgotten {
     fn record(&self, m: &ParsedMessage) -> bool {
         !self.lines.is_empty() && self.lines.contains(&m.line)
     }
+}
+
+/// A batch of a file `forget` left with nothing archived (`forgotten_files`): while everything
+/// in it stays forgotten, no row names the file again (its stamp is kept under the path's
+/// digest, so an unchanged file is not read again); once it holds something new, it is a file
+/// like any other. Whether the batch is done with (nothing of it to store).
+fn forgotten_file(
+    tx: &Connection,
+    path: &str,
+    b: &Batch,
+    forgotten: &Forgotten,
+) -> rusqlite::Result<bool> {
+    let digest = super::super::path_digest(path);
+    let known: bool = one(
+        tx,
+        "SELECT EXISTS (SELECT 1 FROM forgotten_files WHERE digest = ?1)",
+        [&digest],
+        |r| r.get(0),
+    )?;
+    if !known {
+        return Ok(false);
+    }
+    let survives = b
+        .sessions
+        .iter()
+        .any(|s| !forgotten.session(&s.info.session_id))
+        || b.messages.iter().any(|p| !forgotten.message(&p.m));
+    if survives {
+        run(
+            tx,
+            "DELETE FROM forgotten_files WHERE digest = ?1",
+            [&digest],
+        )?;
+        return Ok(false);
+    }
+    if let Some((size, mtime)) = b.seen {
+        run(
+            tx,
+            "UPDATE forgotten_files SET size = ?2, mtime = ?3 WHERE digest = ?1",
+            params![digest, size as i64, mtime],
+        )?;
+    }
+    Ok(true)
 }
 
 /// Stores a message; parameters are numbered as in [`MessageParams::values`].

@@ -144,6 +144,27 @@ fn stored_cursor(conn: &Connection, path: &Path) -> rusqlite::Result<Option<(Cur
     .optional()
 }
 
+/// Whether `path` is a file `forget` left with nothing archived (`forgotten_files`) and it has
+/// the stamp it had then.
+fn forgotten_unchanged(
+    conn: &Connection,
+    path: &Path,
+    size: u64,
+    mtime: i64,
+) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT size = ?2 AND mtime = ?3 FROM forgotten_files WHERE digest = ?1",
+        rusqlite::params![
+            super::path_digest(&path.to_string_lossy()),
+            size as i64,
+            mtime
+        ],
+        |r| r.get(0),
+    )
+    .optional()
+    .map(|v| v.unwrap_or(false))
+}
+
 /// Why a file could not be read into the archive (the import goes on with the other files).
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -193,6 +214,10 @@ pub fn ingest_file(
         && *s == size
         && *m == mtime
     {
+        return Ok(Read::Unchanged);
+    }
+    // A file whose every session was forgotten, unchanged since.
+    if stored.is_none() && forgotten_unchanged(reader, &job.path, size, mtime)? {
         return Ok(Read::Unchanged);
     }
     let settling = adapter.source_kind(&job.path) == SourceKind::Database && written_lately(mtime);
