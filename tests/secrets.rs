@@ -1,8 +1,9 @@
 //! A planted-secret corpus: every redaction rule's example, placed where agents put secrets
-//! (prompts, tool input, tool output after `\n` and ANSI colours, titles; Claude, Codex and
-//! Gemini records), imported and compacted through a fake remote provider. No byte of the data
-//! folder, no search result, no `sessions show --raw` and no request to the provider may hold
-//! one. Then `memex scrub` over an archive written without redaction, and `memex forget`.
+//! (prompts, thinking, tool input, tool output after `\n` and ANSI colours, titles; Claude,
+//! Codex and Gemini records), imported and compacted through a fake remote provider. No byte
+//! of the data folder, no search result, no `sessions show --raw` and no request to the
+//! provider may hold one. Then `memex scrub` over an archive written without redaction, and
+//! `memex forget`.
 
 use crate::common;
 
@@ -71,7 +72,9 @@ fn plant(h: &Home) {
                 json!({"type": "assistant", "uuid": format!("t{i}"), "sessionId": sid, "cwd": cwd,
                     "timestamp": "2026-06-05T10:00:05.000Z",
                     "message": {"id": format!("msg_t{i}"), "role": "assistant", "model": "claude-opus-4-7",
-                        "content": [{"type": "tool_use", "id": format!("toolu_{i}"), "name": "Bash",
+                        "content": [{"type": "thinking", "signature": "c2lnbmF0dXJl",
+                                     "thinking": format!("The user gave me this:\n{example}\nI will deploy with it.")},
+                                    {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Bash",
                                      "input": {"command": format!("deploy --key\n{example}")}}],
                         "usage": {"input_tokens": 10, "output_tokens": 5}}}),
                 json!({"type": "user", "uuid": format!("r{i}"), "sessionId": sid, "cwd": cwd,

@@ -224,15 +224,35 @@ impl Matcher {
             }
             let mut resume = None;
             for &g in &slot.secrets {
-                let Some((s, e)) = locs.get(g) else { continue };
-                let (s, e) = unquote(hay, base + s, base + e);
+                let Some((s0, e0)) = locs.get(g) else {
+                    continue;
+                };
+                let (s, e) = unquote(hay, base + s0, base + e0);
+                // Quoted on both sides: `"-abc"` is a value, `-abc` the next flag.
+                let quoted = s > base + s0 && e < base + e0;
+                let braced = s > 0 && hay[s - 1] == b'{';
+                let e = if !quoted && !braced && FREE_RULES.contains(&slot.name) {
+                    trim_closers(hay, s, e)
+                } else {
+                    e
+                };
                 if s >= e || s < out.done {
                     continue;
                 }
                 if depth < 4 && kept < s {
                     self.scan(hay, kept, s, out, t, depth + 1);
                 }
-                if !vetoed(slot.name, &hay[s..e]) && out.replace(hay, s, e, slot.name, t) {
+                let name = name_before(&hay[..s]);
+                let ctx = Ctx {
+                    quoted,
+                    braced,
+                    code_style: s > 0 && matches!(hay[s - 1], b' ' | b'\t') || !is_env_name(name),
+                    statement: hay.get(e) == Some(&b';') && after_spaced_eq(&hay[..s]),
+                    next: hay.get(e).copied(),
+                    rust_ref: after_rust_ref(&hay[..s]),
+                    own_name: name.eq_ignore_ascii_case(&hay[s..e]),
+                };
+                if !vetoed(slot.name, &hay[s..e], ctx) && out.replace(hay, s, e, slot.name, t) {
                     kept = e;
                     resume = Some(e);
                 } else {
@@ -288,6 +308,44 @@ pub(super) fn unquote(h: &[u8], mut s: usize, mut e: usize) -> (usize, usize) {
     (s, e)
 }
 
+/// A value ends at a closing bracket it did not open: that bracket belongs to the code around
+/// it (`f(password=abc)`, `User{password=abc}`, `def f(password=None):`).
+fn trim_closers(h: &[u8], s: usize, e: usize) -> usize {
+    let mut depth = [0usize; 3];
+    for (i, &c) in h[s..e].iter().enumerate() {
+        let (k, open) = match c {
+            b'(' => (0, true),
+            b'[' => (1, true),
+            b'{' => (2, true),
+            b')' => (0, false),
+            b']' => (1, false),
+            b'}' => (2, false),
+            _ => continue,
+        };
+        if open {
+            depth[k] += 1;
+        } else if depth[k] == 0 {
+            return s + i;
+        } else {
+            depth[k] -= 1;
+        }
+    }
+    e
+}
+
+/// The identifier a value is assigned to: `pwd` of `pwd=`, `api_key` of `"api_key": `.
+fn name_before(h: &[u8]) -> &[u8] {
+    let mut i = h.len();
+    while i > 0 && b" \t\"'`\\=:>".contains(&h[i - 1]) {
+        i -= 1;
+    }
+    let end = i;
+    while i > 0 && (h[i - 1].is_ascii_alphanumeric() || h[i - 1] == b'_') {
+        i -= 1;
+    }
+    &h[i..end]
+}
+
 /// Rules whose values are free-form, where placeholders are left alone.
 const VALUE_RULES: &[&str] = &[
     "env-secret",
@@ -299,28 +357,135 @@ const VALUE_RULES: &[&str] = &[
     "azure-sas-signature",
     "cli-password-p",
     "netrc-password",
+    "aws-configure-set",
+    "login-password-p",
+    "redis-cli-password",
+    "docker-config-auth",
+    "pgpass",
+    "odbc-password",
+    "cookie",
+    "url-query-token",
+    "json-token",
 ];
 
+/// Of [`VALUE_RULES`], those whose value may be anything a person types, code included: too
+/// short, a flag (`-p --next`), a code reference or a call are no values there.
+const FREE_RULES: &[&str] = &[
+    "env-secret",
+    "cli-secret-flag",
+    "cli-password-p",
+    "netrc-password",
+    "aws-configure-set",
+    "login-password-p",
+    "redis-cli-password",
+    "odbc-password",
+];
+
+/// Where a value stands.
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// Quotes on both sides: `"-abc"` is a value, `-abc` the next flag.
+    quoted: bool,
+    /// After a `{`: `Pwd={pwd}` is a template.
+    braced: bool,
+    /// After a blank (`name = value`, `name: value`) or a name not in upper case
+    /// (`proxy_pass=url.password`): the style of code and YAML, where `a.b` is a reference;
+    /// `NAME=a.b` (shell, `.env`) is more likely a literal.
+    code_style: bool,
+    /// `= value;`: a statement of code (a shell assignment has no blank after `=`).
+    statement: bool,
+    /// The byte after the value.
+    next: Option<u8>,
+    /// After Rust's `&mut ` or `&dyn ` (not a YAML anchor).
+    rust_ref: bool,
+    /// The value is its own name: `pwd=pwd`, `api_key=api_key` (a keyword argument).
+    own_name: bool,
+}
+
+/// `DB_PASSWORD`, not `password` or `apiKey`.
+fn is_env_name(n: &[u8]) -> bool {
+    n.iter().any(u8::is_ascii_uppercase) && !n.iter().any(u8::is_ascii_lowercase)
+}
+
+/// Whether `h` ends with `&mut` or `&dyn` and blanks.
+fn after_rust_ref(h: &[u8]) -> bool {
+    let h = h.trim_ascii_end();
+    h.ends_with(b"&mut") || h.ends_with(b"&dyn")
+}
+
+/// Whether `h` ends with `=` and blanks.
+fn after_spaced_eq(h: &[u8]) -> bool {
+    let blanks = h
+        .iter()
+        .rev()
+        .take_while(|c| matches!(c, b' ' | b'\t'))
+        .count();
+    blanks > 0 && h.len() > blanks && h[h.len() - blanks - 1] == b'='
+}
+
 /// Values that are not secrets: a variable, a template, a placeholder, a type, code.
-fn vetoed(rule: &str, v: &[u8]) -> bool {
+fn vetoed(rule: &str, v: &[u8], ctx: Ctx) -> bool {
+    let Ctx {
+        quoted,
+        braced,
+        code_style,
+        statement,
+        next,
+        rust_ref,
+        own_name,
+    } = ctx;
     if v.starts_with(b"[REDACTED") {
         return true;
     }
-    if rule == "aws-secret-access-key" {
+    match rule {
         // 40 lowercase hex digits near a key id: a git SHA, not a secret (base64, mixed case).
-        return v.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+        "aws-secret-access-key" => return v.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')),
+        // `hvs.compute_hessian`: code.
+        "vault-token" => {
+            return v.starts_with(b"hv") && v[4..].iter().all(|c| matches!(c, b'a'..=b'z' | b'_'));
+        }
+        // Random base36 has a digit and a letter; all hex is a hash (`inline.9eb8192c0fafd823`).
+        "kubernetes-bootstrap-token" => {
+            return !(v.iter().any(u8::is_ascii_digit) && v.iter().any(u8::is_ascii_lowercase))
+                || v.iter().all(u8::is_ascii_hexdigit);
+        }
+        // `"auth": "authentication"`.
+        "docker-config-auth" if v.iter().all(u8::is_ascii_alphabetic) => return true,
+        // `{"token": "STRING_LITERAL_KIND"}`.
+        "json-token" if !v.iter().any(u8::is_ascii_digit) => return true,
+        // `http://host:8080?next=a@b`: a port, then a query.
+        "url-password" => {
+            let digits = v.iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && matches!(v.get(digits), Some(b'?' | b'#')) {
+                return true;
+            }
+        }
+        // `f"…;PWD={pwd};"`, `Password={self.password}`, `{password!r}`, `{0}`.
+        "odbc-password" if braced && (v.iter().all(u8::is_ascii_digit) || is_format_field(v)) => {
+            return true;
+        }
+        _ => {}
     }
     if !VALUE_RULES.contains(&rule) {
         return false;
     }
-    let free = matches!(
-        rule,
-        "env-secret" | "cli-secret-flag" | "cli-password-p" | "netrc-password"
-    );
+    let free = FREE_RULES.contains(&rule);
     if free && v.len() < 3 {
         return true;
     }
-    if matches!(v[0], b'$' | b'%' | b'<' | b'{' | b'*') || (free && v[0] == b'-') {
+    // A PEM armor line is left to the private-key rules, which take its body too.
+    if matches!(v[0], b'$' | b'%' | b'<' | b'{') || v.starts_with(b"-----") {
+        return true;
+    }
+    // `-p --next-flag`; `AttachedToken::empty()` seen from `AttachedToken:`.
+    if free && matches!(v[0], b'-' | b':') && !quoted {
+        return true;
+    }
+    // `--jobserver-auth=3,4`: numbers, not a password; binary data has control bytes (but an
+    // ANSI colour may follow a value).
+    if v.contains(&b',') && v.iter().all(|c| c.is_ascii_digit() || *c == b',')
+        || v.iter().any(|&c| c < b' ' && c != 0x1b)
+    {
         return true;
     }
     if v.iter().all(|&c| c == v[0]) {
@@ -331,7 +496,7 @@ fn vetoed(rule: &str, v: &[u8]) -> bool {
         return true;
     }
     let lower = v.to_ascii_lowercase();
-    if lower.starts_with(b"your") || lower.starts_with(b"insert") || lower.starts_with(b"replace") {
+    if is_placeholder(&lower) {
         return true;
     }
     const WORDS: &[&str] = &[
@@ -380,23 +545,212 @@ fn vetoed(rule: &str, v: &[u8]) -> bool {
     if WORDS.iter().any(|w| w.as_bytes() == lower.as_slice()) {
         return true;
     }
-    // `os.environ`, `self.password`, `process.env.API_KEY`: code, not a literal.
-    free && is_code_reference(v)
+    // Code, not a literal: `os.environ`, `self.password`, `getpass()`, `= savedApiKey;`,
+    // `= (a + b)`, `state->key`, `Token![;]` (a Rust macro, the value cut at the bracket).
+    let macro_call = v.ends_with(b"!")
+        && is_ident(&v[..v.len() - 1])
+        && matches!(next, Some(b'(' | b'[' | b'{'));
+    let arrow = is_ident(&v[..1]) && v.windows(2).any(|w| w == b"->");
+    free && !quoted
+        && (is_code_reference(v, code_style)
+            || is_call(v, code_style)
+            || statement && is_ident(v)
+            || code_style && matches!(v[0], b'(' | b'[' | b'&' | b'*' | b'!' | b'|')
+            || macro_call
+            || arrow
+            || rust_ref
+            || own_name)
 }
 
-fn is_code_reference(v: &[u8]) -> bool {
-    let mut parts = 0;
-    for part in v.split(|&c| c == b'.') {
-        let ident = part
-            .first()
-            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
-            && part.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
-        if !ident {
-            return false;
-        }
-        parts += 1;
+/// The inside of a format string's field: `pwd`, `self.password`, `password!r`, `pw:>8`.
+fn is_format_field(v: &[u8]) -> bool {
+    let name = v
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || b"_.".contains(c))
+        .count();
+    (v[0].is_ascii_lowercase() || v[0] == b'_')
+        && (name == v.len() || matches!(v[name], b'!' | b':' | b'[') && !v.contains(&b';'))
+}
+
+fn is_ident(v: &[u8]) -> bool {
+    v.first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        && v.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+/// `your-api-key`, `YOUR_TOKEN`, `yourpassword`, `my-token`, `insert-key-here`, `replace_me`
+/// (`lower` is lowercase), but not `yourself-2024` or `yourtown9`.
+fn is_placeholder(lower: &[u8]) -> bool {
+    const AFTER_YOUR: &[&str] = &[
+        "api", "key", "token", "secret", "pass", "pw", "access", "app", "client", "own", "real",
+        "actual", "account", "user", "db", "database", "project", "org", "personal", "private",
+        "service", "auth", "bot", "webhook", "name", "email", "host", "server", "domain", "tenant",
+        "company", "id", "value", "new", "pat", "bearer", "jwt", "cookie", "session",
+    ];
+    let sep = |rest: &[u8]| matches!(rest.first(), None | Some(b'-' | b'_' | b' ' | b'.'));
+    if let Some(rest) = lower.strip_prefix(b"your") {
+        return sep(rest) || AFTER_YOUR.iter().any(|w| rest.starts_with(w.as_bytes()));
     }
-    parts > 1
+    // `my-token`, `my_secret`, `mypassword`.
+    if let Some(rest) = lower.strip_prefix(b"my") {
+        let rest = rest
+            .strip_prefix(b"-")
+            .or(rest.strip_prefix(b"_"))
+            .unwrap_or(rest);
+        return ["token", "secret", "pass", "key", "api", "pw", "auth"]
+            .iter()
+            .any(|w| rest.starts_with(w.as_bytes()));
+    }
+    for verb in [&b"insert"[..], b"replace"] {
+        if let Some(rest) = lower.strip_prefix(verb) {
+            return sep(rest)
+                || ["me", "with", "this", "your", "here"]
+                    .iter()
+                    .any(|w| rest.starts_with(w.as_bytes()));
+        }
+    }
+    false
+}
+
+/// First segments that name an object in code, not a literal (`os.environ`, `self.key`).
+const CODE_ROOTS: &[&str] = &[
+    "self",
+    "this",
+    "cls",
+    "os",
+    "sys",
+    "env",
+    "process",
+    "config",
+    "conf",
+    "cfg",
+    "settings",
+    "options",
+    "opts",
+    "opt",
+    "args",
+    "argv",
+    "kwargs",
+    "params",
+    "props",
+    "ctx",
+    "context",
+    "app",
+    "request",
+    "req",
+    "res",
+    "resp",
+    "response",
+    "secrets",
+    "vars",
+    "inputs",
+    "credentials",
+    "creds",
+    "auth",
+    "user",
+    "account",
+    "db",
+    "data",
+    "form",
+    "values",
+    "payload",
+    "body",
+    "obj",
+    "record",
+    "row",
+    "result",
+    "deno",
+    "bun",
+    "system",
+    "environment",
+    "window",
+    "document",
+    "module",
+    "exports",
+    "import",
+    "st",
+    "rails",
+    "flags",
+    "state",
+    "store",
+    "session",
+    "client",
+    "keyring",
+    "vault",
+    "global",
+    "globals",
+    "current",
+    "github",
+    "matrix",
+    "steps",
+    "needs",
+    "ENV",
+];
+
+/// `os.environ`, `self.password`, `settings.SECRET_KEY`, `this.apiKey`: identifiers joined by
+/// dots. Not a token with a dotted prefix (`s.ZC9Ecf4M5g9o34Q6…`: a long segment mixes
+/// letters and digits). Unless `code_style`, it must also be led by a known object
+/// or be written in snake or camel case: `DB_PASSWORD=correct.horse.battery.staple` is a
+/// passphrase.
+fn is_code_reference(v: &[u8], code_style: bool) -> bool {
+    let v = v.strip_prefix(b"&").unwrap_or(v);
+    let parts: Vec<&[u8]> = v.split(|&c| c == b'.').collect();
+    if parts.len() < 2 || !parts.iter().all(|p| is_ident(p)) {
+        return false;
+    }
+    // Letters and digits alternating 3+ times (`ZC9Ecf4M5g…`, not `Ed25519PrivateKey`), or
+    // 24+ characters with digits.
+    let tokenish = |p: &[u8]| {
+        let turns = p
+            .windows(2)
+            .filter(|w| w[0].is_ascii_digit() != w[1].is_ascii_digit())
+            .count();
+        p.len() >= 12 && !p.contains(&b'_') && (turns >= 3 || p.len() >= 24 && turns >= 1)
+    };
+    if parts.iter().any(|p| tokenish(p)) {
+        return false;
+    }
+    if code_style {
+        return true;
+    }
+    let root = CODE_ROOTS
+        .iter()
+        .any(|r| r.as_bytes().eq_ignore_ascii_case(parts[0]));
+    let styled = |p: &[u8]| {
+        p.contains(&b'_')
+            || p.windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+    };
+    root || parts.iter().any(|p| styled(p))
+}
+
+/// A call, an index, a path or a macro, maybe cut by a quote or a comma: `getpass()`,
+/// `os.environ[`, `bcrypt.hashpw(pw`, `input().strip()`, `String::from(`, `Token![;]`,
+/// `input.parse()?`. Not `pa(ss)word`; unless `code_style`, not `Summer(2024)` either.
+fn is_call(v: &[u8], code_style: bool) -> bool {
+    let v = v.strip_prefix(b"&").unwrap_or(v);
+    let head = v
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || b"_.:".contains(c))
+        .count();
+    if head == 0 || !v[0].is_ascii_alphabetic() && v[0] != b'_' {
+        return false;
+    }
+    let h = &v[..head];
+    if h.windows(2).any(|w| w == b"::") {
+        return true;
+    }
+    match v.get(head) {
+        Some(b'!') => return matches!(v.get(head + 1), Some(b'(' | b'[' | b'{')),
+        Some(b'(' | b'[') => {}
+        _ => return false,
+    }
+    let count = |c: u8| v.iter().filter(|&&x| x == c).count();
+    let unbalanced = count(b'(') != count(b')') || count(b'[') != count(b']');
+    let chained = v.windows(2).any(|w| w == b")." || w == b"].");
+    h.iter().any(|c| b"_.".contains(c))
+        || unbalanced
+        || code_style && (chained || matches!(v.last(), Some(b')' | b']' | b'?')))
 }
 
 /// Tracks, left to right, whether a position of a JSON document is inside a string.

@@ -22,9 +22,17 @@
 //! - Raw bytes that are a JSON document (they start with `{` or `[`) stay valid JSON: a
 //!   replacement that would not lie inside one JSON string is skipped, and a `<private>` block
 //!   does not cross an unescaped `"` there (in text it may contain quotes).
-//! - Values of generic rules (`X_TOKEN=…`, `Authorization: …`, a URL's password) are left
-//!   alone when they are placeholders: `${VAR}`, `$VAR`, `<your-token>`, `changeme`, `xxxx`,
-//!   `null`, a type name, a code reference like `os.environ`, an already redacted value.
+//! - Values of generic rules (`X_TOKEN=…`, `Authorization: …`, a URL's password,
+//!   `docker login -p …`) are left alone when they are placeholders: `${VAR}`, `$VAR`,
+//!   `<your-token>`, `YOUR_API_KEY`, `changeme`, `xxxx`, `null`, a type name, an already
+//!   redacted value; or code: `os.environ`, `self.api_key`, `getpass()`, `Token![;]`, a value
+//!   that is its own name (`pwd=pwd`). `NAME=a.b.c` (an upper-case name, no blank: shell,
+//!   `.env`) is a literal (a passphrase, `s.…` of Vault); `name = a.b` and `name: a.b` are code.
+//! - After `=` a value is literal up to a blank or a quote: `abc;def`, `#abc`, `*abc` are
+//!   values; `;`, `&` or `,` before the next `Name=` ends one (`Pwd=x;Database=y`), and so
+//!   does a closing bracket it did not open (`f(password=x)`). After `:` (YAML, JSON), `#`,
+//!   `*`, `[` and `{` are a comment, an alias and collections. A value starting with `-` is
+//!   the next flag, unless quoted.
 //! - Unbounded parts of patterns stop at a delimiter that is never far (a blank, a quote, a
 //!   line break, the next `-----` of a PEM), so no match rescans a long input to its end.
 //!

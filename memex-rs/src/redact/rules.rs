@@ -43,6 +43,50 @@ macro_rules! value {
         )
     };
 }
+/// After `=` (shell, `.env`, INI, a connection string, a URL query): quoted, or unquoted up to a
+/// blank or a quote, where a `;`, `&` or `,` ends the value only before the next `Name=`, a
+/// blank or the end (`abc;def` is one value, `pw;Database=x` is `pw`). The first character may
+/// be anything but a blank, a quote, `, ; { } < > $ =` (`#`, `*`, `(`, `[`, `&`, `|` are
+/// literal there). Consumes the character after an unquoted value.
+macro_rules! value_eq {
+    () => {
+        concat!(
+            r#"(?:(?P<secret>\\*"(?:[^"\\\r\n]|\\+[^"\\nrtbfu\s])+\\*""#,
+            r#"|\\*'(?:[^'\\\r\n]|\\+[^'\\nrtbfu\s])+\\*')"#,
+            r#"|(?P<secret>(?:\\*["'`])?[^\s"'`\\,;{}<>$=]"#,
+            r#"(?:[^\s"'`\\;&,]|\\+/"#,
+            r#"|[;&,](?:[^\sA-Za-z_;&,"'`\\]|[A-Za-z_][A-Za-z0-9_]*(?:[^\sA-Za-z0-9_=;&,"'`\\]|\\+/)))*"#,
+            r#"(?:[;&,][A-Za-z_][A-Za-z0-9_]*)?)(?:[\s"'`\\;&,]|$))"#
+        )
+    };
+}
+/// After `:` (YAML, JSON): [`value!`], past a YAML anchor (`&pw value`); or the first line of a
+/// `|`/`>` block scalar. `#` (a comment), `*alias`, `[`/`{` (collections) are not values.
+macro_rules! value_colon {
+    () => {
+        concat!(
+            r"(?:[|>][+\-]?[0-9]?[ \t]*",
+            nl!(),
+            r"[ \t]+(?P<secret>[^\s\\\-][^\r\n\\]*)",
+            r"|(?:&[A-Za-z0-9_\-]+[ \t]+)?",
+            value!(),
+            ")"
+        )
+    };
+}
+/// Up to 16 more arguments of a command (not past `|`, `;`, `&` or a line break), so a long
+/// line costs no scan to its end.
+macro_rules! args {
+    () => {
+        r#"(?:[ \t]+(?:[^\s|;&\\]|\\+["'/])+){0,16}?"#
+    };
+}
+/// A line break, real or JSON-escaped.
+macro_rules! nl {
+    () => {
+        r"(?:\r?\n|\\+r\\+n|\\+n)"
+    };
+}
 /// Line breaks inside a PEM body (real or escaped), and the indentation around them.
 macro_rules! pem_nl {
     () => {
@@ -200,11 +244,13 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "aws-secret-access-key",
-        // Named (`aws_secret_access_key = …`, `"SecretAccessKey": "…"`), or 40 base64
-        // characters shortly after an access key id (a CSV, `aws sts` output); the id is then
-        // counted as `aws-access-key-id`.
+        // Named (`aws_secret_access_key = …`, `"SecretAccessKey": "…"`, the prompt of
+        // `aws configure`: `AWS Secret Access Key [None]: …`), or 40 base64 characters shortly
+        // after an access key id (a CSV, `aws sts` output); the id is then counted as
+        // `aws-access-key-id`.
         pattern: concat!(
-            r"\b(?:(?i:(?:aws)?[_.\-]?secret[_.\-]?access[_.\-]?key)",
+            r"\b(?:(?i:(?:aws)?[ _.\-]?secret[ _.\-]?access[ _.\-]?key)",
+            r"(?:[ \t]*\[[^\]\r\n]{0,40}\])?",
             assign!(),
             r#"(?:\\*["'`])?(?P<secret>"#,
             b64!(),
@@ -267,7 +313,9 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "pypi-token",
-        pattern: r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}",
+        // A macaroon: `AgE` (version 2, location field), then the location (`pypi.org`,
+        // `test.pypi.org`, a self-hosted Warehouse).
+        pattern: r"\bpypi-AgE[A-Za-z0-9_\-]{50,}",
         example: "pypi-AgEIcHlwaS5vcmcfCP6T11I0fGlYseYk6zb1v9ajgfarW4xqtUwh6QLkCMZVg4SB0YAx8r6xggu",
     },
     Rule {
@@ -293,13 +341,62 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "telegram-bot-token",
-        pattern: r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}\b",
+        // Also glued to `bot` in the API's URLs (`https://api.telegram.org/bot<token>/getMe`).
+        pattern: r"\b(?:bot)?[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}\b",
         example: "8383399500:AAK3WMGZOThDDYlxEVNMPZVhtI0i0GBUTzA",
     },
     Rule {
         name: "age-secret-key",
         pattern: r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",
         example: "AGE-SECRET-KEY-1LH5HANKQAT3UPKG6H2F59MWGN36Q9WMLSXDC73UKWX592U8M7ZG7LMCW0W",
+    },
+    Rule {
+        name: "vault-token",
+        // HashiCorp Vault / OpenBao service, batch and recovery tokens; a legacy `s.…` token
+        // after `vault login` (alone it looks like code: `s.AcceptanceTimeoutSeconds`).
+        pattern: concat!(
+            r"\b(?:(?P<secret>hv[sbr]\.[A-Za-z0-9_\-]{24,})",
+            r#"|vault[ \t]+login(?:[ \t]+-[^\s=\\]+(?:=[^\s\\]+)?)*[ \t]+(?:\\*["'])?"#,
+            r"(?P<secret>[sbr]\.[A-Za-z0-9]{24,})(?:[^A-Za-z0-9_.\-]|$))"
+        ),
+        example: "hvs.CAESIKBJHFhMpKYolVviUsb6QFake4-fMBwmDwe1tHBNG_oLrM_4m76ARO55EF8WX9-WfRRb7yjiSdA9XBGEgBWwv8G69DGV",
+    },
+    Rule {
+        name: "atlassian-api-token",
+        // Since 2023 of varied length (192 characters when gitleaks measured them).
+        pattern: r"\bATATT3[A-Za-z0-9_\-=]{150,}",
+        example: "ATATT3xFfGF0cKqHNbXeQm1juCRsx0Y8oydIrxaRF4B9tzLtvmPXymKPD7euvZF6qCTmaiFJFakeAtlassian_5rH31WT3sZGg8PNnAI-QaPce1Edjvx8ryeyUS6nl3nGud23KsPJsKMWF24Oq0Mdk-9LESvRS7mjOj-AuUcZoSCw1T69kqFIHSO=A63B5134",
+    },
+    Rule {
+        name: "heroku-token",
+        // 65 characters since 2025, 41 before (`HRKU-` and a UUID).
+        pattern: r"\bHRKU-[A-Za-z0-9_\-]{36,}",
+        example: "HRKU-AASze0frUHs_nBccFAwfOeFakeB1Ei8_0ZAhN1tLk7PQvLIfeGdjYi91Ifr-",
+    },
+    Rule {
+        name: "docker-config-base64",
+        // A whole Docker `config.json` in base64 (a `.dockerconfigjson` Secret): `{"auths":`
+        // written compact, or indented by a tab, 2 or 4 spaces.
+        pattern: concat!(
+            r"\b(?:eyJhdXRocyI6|ewoJImF1dGhzIj|ewogICJhdXRocyI6|ewogICAgImF1dGhzIj)",
+            b64!(),
+            "+"
+        ),
+        example: "eyJhdXRocyI6eyJnaGNyLmlvIjp7ImF1dGgiOiJZMmt0WW05ME9rWmhhMlZIYUdOeVVHRnpjM2R2Y21ReU1ESTAifX19",
+    },
+    Rule {
+        name: "private-key-base64",
+        // A PEM private key in base64 (kubeconfig `client-key-data`, a Secret's `tls.key`):
+        // `-----BEGIN`, then `PRIVATE` at one of the three base64 alignments. Certificates and
+        // public keys do not match.
+        pattern: concat!(
+            r"\bLS0tLS1CRUdJTi",
+            b64!(),
+            r"{1,24}?(?:UFJJVkFURS|QUklWQVRF|BSSVZBVEU)",
+            b64!(),
+            "*"
+        ),
+        example: "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFRmFrZUt1YmVjb25maWdDbGllbnRLZXlGb3JUZXN0c09ubHkwMTIzNDU2Nzg5YWJjZGVmZ2gKLS0tLS1FTkQgUlNBIFBSSVZBVEUgS0VZLS0tLS0K",
     },
     Rule {
         name: "jwt",
@@ -323,12 +420,15 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "url-password",
-        // `scheme://user:password@host`: the password goes, the user and host stay.
+        // `scheme://user:password@host`: the password goes, the user and host stay. It may
+        // hold `?` and `#` (then no `@`: `pw@host?q=a@b` is `pw`); a port before a query
+        // (`host:8080?next=a@b`) is vetoed.
         pattern: concat!(
             r"\b[A-Za-z][A-Za-z0-9+.\-]*:",
             sl!(),
             sl!(),
-            r#"[^\s:/@\\"'`<>\[\]{}]*:(?P<secret>[^\s/\\"'`<>\[\]{}?#]+)@"#
+            r#"[^\s:/@\\"'`<>\[\]{}]*:(?P<secret>[^\s/\\"'`<>\[\]{}?#]+"#,
+            r#"|[^\s/\\"'`<>\[\]{}?#@]*[?#][^\s/\\"'`<>\[\]{}@]*)@"#
         ),
         example: "postgres://app_user:s3cr3t-Pa55word@db.internal:5432/app",
     },
@@ -386,19 +486,158 @@ pub const RULES: &[Rule] = &[
         example: "machine api.example.com login deploy password n3trc-fake-Pw",
     },
     Rule {
+        name: "aws-configure-set",
+        // `aws configure set [--profile p] [profile.p.]aws_secret_access_key VALUE`.
+        pattern: concat!(
+            r"\baws[ \t]+configure[ \t]+set",
+            args!(),
+            r"[ \t]+(?:[A-Za-z0-9_\-]+\.)*(?i:[a-z0-9_]*(?:secret|password|token)[a-z0-9_]*)[ \t]+",
+            value!()
+        ),
+        example: "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKEKEY0 --profile ci",
+    },
+    Rule {
+        name: "login-password-p",
+        // `-p PASSWORD` of a registry or cloud login (`--password` is `cli-secret-flag`), and
+        // skopeo's `--creds USER:PASSWORD`.
+        pattern: concat!(
+            r"\b(?:(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|finch)[ \t]+login",
+            r"|helm[ \t]+registry[ \t]+login|crane[ \t]+auth[ \t]+login|az[ \t]+login",
+            r"|twine[ \t]+upload|mongosh?)",
+            args!(),
+            r"[ \t]+-p(?:[ \t]+|=)",
+            value!(),
+            r#"|--(?:src-|dest-)?creds(?:=|[ \t]+)(?:\\*["'])?[^\s:"'\\]+:(?P<secret>[^\s"'`\\@]+))"#
+        ),
+        example: "docker login -u deploy-bot -p Fake-Registry-Pw-2024 registry.example.com",
+    },
+    Rule {
+        name: "redis-cli-password",
+        pattern: concat!(
+            r"\b(?:redis|valkey|keydb)-cli",
+            args!(),
+            r"[ \t]+-a[ \t]+",
+            value!()
+        ),
+        example: "redis-cli -h cache.internal -p 6379 -a Fake-Redis-Pw-2024 --no-auth-warning PING",
+    },
+    Rule {
+        name: "docker-config-auth",
+        // `"auth": "<base64 of user:password>"` of a Docker or Podman `config.json`.
+        pattern: concat!(
+            r#"\bauth\\*"[ \t]*:[ \t]*\\*"(?P<secret>"#,
+            b64!(),
+            r#"{12,})\\*""#
+        ),
+        example: r#""auth": "ZGVwbG95LWJvdDpGYWtlUmVnaXN0cnlQdy0yMDI0""#,
+    },
+    Rule {
+        name: "putty-private-key",
+        // The `Private-Lines: N` lines of a PuTTY `.ppk` key, and its `Private-MAC`. Each body
+        // line ends in a line break, so the `Private` of `Private-MAC:` is never taken.
+        pattern: concat!(
+            r"\b(?:Private-Lines:[ \t]*[0-9]{1,4}",
+            nl!(),
+            "(?P<secret>(?:",
+            b64!(),
+            "+",
+            nl!(),
+            ")*",
+            b64!(),
+            r"+)(?:\r?\n|\\+[rn]|$)",
+            r"|Private-MAC:[ \t]*(?P<secret>[0-9a-fA-F]{40,64}))"
+        ),
+        example: "Private-Lines: 1\nAAAAIEZha2VQdVRUWVByaXZhdGVTY2FsYXJGb3JUZXN0cyEh\n",
+    },
+    Rule {
+        name: "pgpass",
+        // `host:port:database:user:password` of `~/.pgpass`; `\:` escapes a colon. The host is
+        // `*`, `localhost` or dotted, the port `*` or 4–5 digits (not `file.py:12:a:b:c`).
+        pattern: concat!(
+            r"\b(?:\*|localhost|[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+):(?:\*|[0-9]{4,5}):",
+            r"(?:\*|[A-Za-z_][A-Za-z0-9_.\-]*):(?:\*|[A-Za-z_][A-Za-z0-9_.@\-]*):",
+            r#"(?P<secret>(?:[^\s:\\"'`]|\\+:|\\+\\[^\s:\\"'`nrtbfu])+)"#
+        ),
+        example: "db.internal.example.com:5432:orders:app_user:Fake-Pg-Pass-2024",
+    },
+    Rule {
+        name: "odbc-password",
+        // `Pwd=` / `PWDDBMS=` of an ODBC connection string (no blank around `=`), up to `;`
+        // or a blank; a braced value (`Pwd={a;b}}c}`, `}}` for `}`) after `Password=` too.
+        // Not the shell's `PWD=/path`, not code (`let pwd = …;`).
+        pattern: concat!(
+            r"\b(?:(?i:pwd|pwddbms)=(?:",
+            r#"\{(?P<secret>(?:[^}\r\n"'`{\\]|\}\})(?:[^}\r\n"'`\\]|\}\})*)\}"#,
+            r#"|(?P<secret>[^\s;"'`{}$%<\\/~(),][^\s;"'`\\(),]*))"#,
+            r#"|(?i:password)[ \t]*=[ \t]*\{(?P<secret>(?:[^}\r\n"'`{\\]|\}\})(?:[^}\r\n"'`\\]|\}\})*)\})"#
+        ),
+        example: "Driver={ODBC Driver 18 for SQL Server};Server=tcp:sql-prod.database.windows.net,1433;\
+                  Database=orders;Uid=app_reader;Pwd={FakeOdbc;Pw}}2024-x9};Encrypt=yes;",
+    },
+    Rule {
+        name: "cookie",
+        // A `Cookie:` / `Set-Cookie:` header's value (all its pairs), curl's `-b name=value`.
+        // A value holds `=`: not `Cookie: <cookie>`, not a cookie-jar file name.
+        pattern: concat!(
+            r#"\b(?:(?i:set-cookie|cookie)(?:\\*["'`])?[ \t]*:[ \t]*(?:\\*["'`])?"#,
+            r#"(?P<secret>[^\s=;"'`\\]{1,64}=(?:[^\r\n"'`\\]|\\+/)+)"#,
+            r#"|(?:-b|--cookie)(?:[ \t]+|=)(?:"#,
+            r#"\\*"(?P<secret>[^\s=;"'`\\\-][^\s=;"'`\\]{0,63}=(?:[^"\\\r\n]|\\+/)+)\\*""#,
+            r#"|'(?P<secret>[^\s=;"'`\\\-][^\s=;"'`\\]{0,63}=[^'\r\n]+)'"#,
+            r#"|(?P<secret>[^\s=;"'`\\\-][^\s=;"'`\\]{0,63}=(?:[^\s"'`\\]|\\+/)+)))"#
+        ),
+        example: "Cookie: sessionid=Fk9sE55i0nIdFake2024abc; csrftoken=FakeCsrf0123456789",
+    },
+    Rule {
+        name: "url-query-token",
+        // `?token=…`, `&auth=…` (Firebase), `&private_token=…` (GitLab), a signed URL's
+        // `signature`; `access_token=`, `api_key=` and the like are `env-secret`. Not `key`,
+        // `code`, `state`, `session`.
+        pattern: concat!(
+            r"(?:[?&#;]|\\*u0026)(?i:token|auth|auth_token|private_token|session_token|jwt|pass|pwd",
+            r"|signature|x-amz-signature|x-goog-signature)=(?P<secret>(?:[A-Za-z0-9._~+=%\-]|\\*/){8,})"
+        ),
+        example: "https://api.example.com/v2/export?format=csv&token=9f8e7d6c5b4a3f2e1d0cFakeUrlToken&limit=10",
+    },
+    Rule {
+        name: "json-token",
+        // A JSON `"token": "…"` of 16+ characters, a YAML `token: …` of 20+ alone on its line
+        // (kubeconfig); the value holds a digit. `token: …` in prose has blanks.
+        pattern: concat!(
+            r#"\b(?:(?i:token)\\*["'][ \t]*:[ \t]*\\*["'](?P<secret>(?:[A-Za-z0-9._~+=:\-]|\\*/){16,})\\*["']"#,
+            r#"|token:[ \t]+(?:\\*["'])?(?P<secret>(?:[A-Za-z0-9._~+=:\-]|\\*/){20,})(?:\\*["'])?[ \t]*"#,
+            r"(?:\r?\n|\\+[rn]|$))"
+        ),
+        example: r#"{"user": "ci-bot", "token": "tok_9F8e7D6c5B4a3F2e1D0cFakeJsonToken", "expires_in": 3600}"#,
+    },
+    Rule {
+        name: "kubernetes-bootstrap-token",
+        // `token-id.token-secret` (kubeadm); the id is public. Not a domain label
+        // (`static.cloudfront123456.net`); the secret holds a digit and a letter.
+        pattern: r"\b[a-z0-9]{6}\.(?P<secret>[a-z0-9]{16})(?:[^A-Za-z0-9_.]|\.(?:[^A-Za-z]|$)|$)",
+        example: "kubeadm token create prints 2g9d9r.j62wzmyitltfh59k",
+    },
+    Rule {
         name: "env-secret",
         // `X_PASSWORD=…`, `export X_TOKEN="…"`, `x_api_key: …` (YAML), `"password": "…"`,
         // `apiKey = '…'`; the name stays. `*_TOKEN` needs a prefix (`token: …` is prose too),
         // `*_TOKENS`, `*_LIMIT` and the like are not names of secrets.
+        // After `=` the value is literal to a blank ([`value_eq!`]); after `:` (YAML, JSON) it
+        // is [`value_colon!`].
         pattern: concat!(
             r"\b(?i:[A-Za-z0-9_.\-]*(?:passw(?:or)?d|passphrase|secret",
             r"|(?:api|access|secret|private|signing|encryption|master|auth)[_.\-]?key",
             r"|secret[_.\-]?key[_.\-]?base",
-            r"|api[_.\-]?token|[_.\-](?:pass|pwd|auth)|[A-Za-z0-9_.\-]token))",
-            assign!(),
+            r"|api[_.\-]?token|[_.\-](?:pass|pwd|auth)|[A-Za-z0-9_.\-]token",
+            // Terraform's `TF_TOKEN_app_terraform_io`.
+            r"|tf_token_[a-z0-9_\-]+))",
+            r#"(?:\\*["'`])?[ \t]*(?:(?::=|=>|=)[ \t]*"#,
             // `X_AUTH_TOKEN: Bearer …`: the credential is after the scheme.
             r"(?:(?i:bearer|basic|token)[ \t]+)?",
-            value!()
+            value_eq!(),
+            r"|:[ \t]*(?:(?i:bearer|basic|token)[ \t]+)?",
+            value_colon!(),
+            ")"
         ),
         example: "DB_PASSWORD=Tr0ub4dor-and-3-fake",
     },
