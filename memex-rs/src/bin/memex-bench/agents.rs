@@ -193,7 +193,7 @@ pub fn live(memex: &Path, rows: usize, inserts: usize) {
     let addr = rx
         .recv_timeout(Duration::from_secs(600))
         .expect("memex serve did not start");
-    let client = reqwest::blocking::Client::new();
+    let client = crate::service_client(&tmp.join("data"), None);
     let get = |p: &str| -> serde_json::Value {
         client
             .get(format!("http://{addr}{p}"))

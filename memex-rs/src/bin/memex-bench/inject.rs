@@ -449,8 +449,16 @@ fn latency(p: &crate::eval::Prepared, bin: &Path, all: &[Prompt], runs: usize) {
         .spawn()
         .map(Serve)
         .expect("start memex serve");
-    let client = reqwest::blocking::Client::new();
     let started = Instant::now();
+    // The service writes its token before it listens: wait for it, then ask with it.
+    while memex::owner::load(&p.data, "").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "memex serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client = crate::service_client(&p.data, None);
     loop {
         let get = |path: &str| {
             client

@@ -114,13 +114,9 @@ pub fn run(o: Options) {
     let live_root = tmp.join("claude-live");
     let project = live_root.join("-bench-live");
     std::fs::create_dir_all(&project).unwrap();
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-
     let t = Instant::now();
     let svc = start(&o, &tmp, &live_root);
+    let client = crate::service_client(&o.data, Some(Duration::from_secs(30)));
     let pid = svc.child.id();
     let url = |p: &str| format!("http://{}{p}", svc.addr);
     let get = |p: &str| -> serde_json::Value {
@@ -267,8 +263,9 @@ pub fn run(o: Options) {
             let lat = lat.clone();
             let errors = errors.clone();
             let url = url("/api/search?limit=10&q=");
+            let data = &o.data;
             scope.spawn(move || {
-                let client = reqwest::blocking::Client::new();
+                let client = crate::service_client(data, None);
                 let mut mine = Vec::new();
                 let mut i = c;
                 while Instant::now() < deadline {

@@ -191,6 +191,25 @@ const QUESTIONS: &[&str] = &[
     "认证失败的时候我们怎么处理的",
 ];
 
+/// A client of the `memex serve` of the data folder `data`, sending its owner's token (written
+/// by the service before it listens), as every TCP caller of the service must.
+fn service_client(data: &Path, timeout: Option<std::time::Duration>) -> reqwest::blocking::Client {
+    let secret =
+        memex::owner::load(data, "").expect("the service keeps its token in the data folder");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", secret.as_str())
+            .parse()
+            .expect("a token is a header value"),
+    );
+    let mut b = reqwest::blocking::Client::builder().default_headers(headers);
+    if let Some(t) = timeout {
+        b = b.timeout(t);
+    }
+    b.build().expect("an HTTP client")
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * p).round() as usize]
