@@ -4,12 +4,11 @@
 
 use crate::common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Home, Server, count, db};
+use common::{Home, Server, count, db, hook};
 use serde_json::{Value, json};
 
 const PROJECT: &str = "/home/dev/payments";
@@ -18,28 +17,6 @@ const LATER: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
 /// Two more sessions of the same project, each asking for the first time.
 const LATER_B: &str = "8c7b6a5f-4e3d-4c2b-9a1f-0e9d8c7b6a5f";
 const LATER_C: &str = "7b6a5f4e-3d2c-4b1a-8f0e-9d8c7b6a5f4e";
-
-/// Runs a hook command with `input` on stdin (closed afterwards) and the given environment.
-fn hook(home: &Home, bin: &str, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
-    let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
-    drop(stdin);
-    child.wait_with_output().unwrap()
-}
 
 fn memex() -> &'static str {
     env!("CARGO_BIN_EXE_memex")

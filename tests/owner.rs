@@ -40,23 +40,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Runs a hook command with `input` on stdin.
-fn hook(home: &Home, args: &[&str], env: &[(&str, &str)], input: &str) -> std::process::Output {
-    let mut child = home
-        .command(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+/// Runs a hook command of `memex` with `input` on stdin.
+fn run_hook(home: &Home, args: &[&str], env: &[(&str, &str)], input: &str) -> std::process::Output {
+    hook(home, env!("CARGO_BIN_EXE_memex"), args, env, input)
 }
 
 fn prompt(text: &str) -> String {
@@ -261,7 +247,7 @@ fn a_squatter_on_the_port_gets_no_prompt_and_does_not_stop_the_service() {
     let s = h.serve(&env);
     s.wait_watching();
     let token = s.token.clone();
-    let out = hook(
+    let out = run_hook(
         &h,
         &["inject", "--mode", "smart", "--explain"],
         &env,
@@ -283,7 +269,7 @@ fn a_squatter_on_the_port_gets_no_prompt_and_does_not_stop_the_service() {
         &["inject", "--mode", "full", "--explain"],
         &["hook", "stop"],
     ] {
-        let out = hook(&h, args, &env, &prompt(&text));
+        let out = run_hook(&h, args, &env, &prompt(&text));
         assert!(out.status.success(), "{args:?}");
         assert!(
             out.stdout.is_empty(),
@@ -314,7 +300,7 @@ fn a_squatter_on_the_port_gets_no_prompt_and_does_not_stop_the_service() {
         s.log()
     );
     s.wait_for(60, "the service over its socket", |_| {
-        let out = hook(
+        let out = run_hook(
             &h,
             &["inject", "--mode", "smart", "--explain"],
             &env,

@@ -2,8 +2,9 @@
 //! the real `memex` binary run in it.
 #![allow(dead_code)]
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -583,4 +584,26 @@ pub fn where_in_db(data: &Path, part: &str) -> Vec<String> {
 
 pub fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Runs a hook command with `input` on stdin (closed afterwards) and the given environment.
+pub fn hook(home: &Home, bin: &str, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
 }
