@@ -155,14 +155,115 @@ fn strip_element(s: &str, open: &str, close: &str) -> String {
     out
 }
 
-/// A title from a prompt: harness wrappers and attachment placeholders removed.
+/// A title from a prompt: its first typed line (see [`typed_text`]).
 pub fn prompt_title(s: &str) -> String {
-    let clean = strip_elements(s, CLAUDE_WRAPPERS);
-    let line = clean
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !matches!(*l, "[image]" | "[document]" | "[attachment]"));
+    let typed = typed_text(s);
+    let line = typed.lines().map(str::trim).find(|l| !l.is_empty());
     truncate_chars(line.unwrap_or_else(|| s.trim()), 200)
+}
+
+/// Elements other programs add around or after what a person typed: an editor's selection and
+/// open file, a hook's output, a harness reminder, a timestamp, a notification.
+const INJECTED_ELEMENTS: &[&str] = &[
+    "system-reminder",
+    "ide_opened_file",
+    "ide_selection",
+    "user-prompt-submit-hook",
+    "current_datetime",
+    "system_notification",
+];
+
+/// What a person typed in a prompt, without what programs added to it: the elements of
+/// [`INJECTED_ELEMENTS`], Cursor's `<user_query>` wrapper (its content is the typed text),
+/// Gemini CLI's expansion of `@file` references, Codex's IDE context before "My request for
+/// Codex:", and attachment placeholders on lines of their own. A prompt that holds nothing
+/// else is returned trimmed, as it is.
+pub fn typed_text(s: &str) -> String {
+    if let Some(cmd) = command_template(s) {
+        return cmd.to_owned();
+    }
+    let mut t: &str = s;
+    // Codex IDE / Desktop context: everything before the request is context.
+    const CODEX_REQUEST: &str = "## My request for Codex:";
+    if (t.trim_start().starts_with("# Context from my IDE setup:")
+        || t.trim_start().starts_with("# Files mentioned by the user:"))
+        && let Some(i) = t.find(CODEX_REQUEST)
+    {
+        t = &t[i + CODEX_REQUEST.len()..];
+    }
+    let mut out = strip_elements(t, INJECTED_ELEMENTS);
+    if let (Some(i), Some(j)) = (out.find("<user_query>"), out.rfind("</user_query>"))
+        && i + "<user_query>".len() <= j
+    {
+        out = out[i + "<user_query>".len()..j].to_owned();
+    }
+    // Gemini CLI appends the files a prompt names with `@`.
+    const GEMINI_FILES: &str = "--- Content from referenced files ---";
+    const GEMINI_END: &str = "--- End of content ---";
+    while let Some(i) = out.find(GEMINI_FILES) {
+        let end = out[i..]
+            .find(GEMINI_END)
+            .map_or(out.len(), |j| i + j + GEMINI_END.len());
+        out.replace_range(i..end, "");
+    }
+    let kept: Vec<&str> = out
+        .lines()
+        .filter(|l| !matches!(l.trim(), "[image]" | "[document]" | "[attachment]"))
+        .collect();
+    let typed = kept.join("\n").trim().to_owned();
+    if typed.is_empty() {
+        s.trim().to_owned()
+    } else {
+        typed
+    }
+}
+
+/// The first lines of prompts that agents write themselves when a person types one of their
+/// built-in slash commands, with the command: OpenCode stores the expanded template of
+/// `/review` and `/init` as a plain user message, Codex CLI the text of `/init`.
+const COMMAND_TEMPLATES: &[(&str, &str)] = &[
+    (
+        "You are a code reviewer. Your job is to review code changes and provide actionable feedback.",
+        "/review",
+    ),
+    (
+        "Please analyze this codebase and create an AGENTS.md file containing:",
+        "/init",
+    ),
+    (
+        "Generate a file named AGENTS.md that serves as a contributor guide for this repository.",
+        "/init",
+    ),
+];
+
+/// The slash command whose built-in template `s` is, if it is one.
+pub fn command_template(s: &str) -> Option<&'static str> {
+    let t = s.trim_start();
+    COMMAND_TEMPLATES
+        .iter()
+        .find(|(opener, _)| t.starts_with(opener))
+        .map(|(_, cmd)| *cmd)
+}
+
+/// Whether a user message holds nothing a person typed: only the elements other programs add
+/// (an editor's context, a reminder, a notification) and attachment placeholders.
+pub fn only_injected(s: &str) -> bool {
+    let out = strip_elements(s, INJECTED_ELEMENTS);
+    out.lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || matches!(l, "[image]" | "[document]" | "[attachment]"))
+        && !s.trim().is_empty()
+}
+
+/// A bare slash command (`/mode`, `/model`): one word after a slash, nothing else. Agents that
+/// keep such inputs as user messages ran them locally; they ask the model nothing.
+pub fn is_bare_command(s: &str) -> bool {
+    let t = s.trim();
+    t.strip_prefix('/').is_some_and(|w| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'))
+    })
 }
 
 /// The `<cwd>` of a Codex `<environment_context>` block.
@@ -173,7 +274,12 @@ pub fn environment_cwd(s: &str) -> Option<String> {
 }
 
 /// Wrappers the Claude harness attaches to a real prompt (FORMATS §1.8 rule 5).
-const CLAUDE_WRAPPERS: &[&str] = &["system-reminder", "ide_opened_file", "ide_selection"];
+const CLAUDE_WRAPPERS: &[&str] = &[
+    "system-reminder",
+    "ide_opened_file",
+    "ide_selection",
+    "user-prompt-submit-hook",
+];
 
 /// Whether a Claude user content list has something the human wrote: text left after removing
 /// harness wrappers, or an image / document.
@@ -219,6 +325,13 @@ pub fn is_claude_envelope(text: &str) -> bool {
     rest.trim().is_empty()
 }
 
+/// Text the Claude harness sends as a `user` line on its own: a background task's
+/// `<task-notification>`, a Stop hook's feedback.
+pub fn is_claude_notice(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("<task-notification>") || t.starts_with("Stop hook feedback:")
+}
+
 /// Text that Codex injects as a `user` message without the human typing it (FORMATS §2.10).
 pub fn is_codex_injected(text: &str) -> bool {
     let t = text.trim_start();
@@ -242,6 +355,81 @@ pub fn is_codex_injected(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_text_leaves_out_what_programs_added() {
+        let claude = "<ide_opened_file>The user opened the file /a/b.mdx in the IDE. This may or \
+                      may not be related to the current task.</ide_opened_file>I keep getting \
+                      build errors – how can I disable that?";
+        assert_eq!(
+            typed_text(claude),
+            "I keep getting build errors – how can I disable that?"
+        );
+        let sel = "<ide_selection>The user selected the lines 508 to 508 from /x.rs:\nfoo\n\
+                   </ide_selection>\nwhy does this panic?\n<user-prompt-submit-hook>ctx\
+                   </user-prompt-submit-hook>";
+        assert_eq!(typed_text(sel), "why does this panic?");
+        assert_eq!(
+            typed_text("<user_query>\nGenerate a file with all the HBO shows\n</user_query>"),
+            "Generate a file with all the HBO shows"
+        );
+        let gemini = "add another hello bob console log to @index.ts\n--- Content from referenced \
+                      files ---\nContent from @index.ts:\nconsole.log('x');\n--- End of content ---";
+        assert_eq!(
+            typed_text(gemini),
+            "add another hello bob console log to @index.ts"
+        );
+        let codex = "# Context from my IDE setup:\n\n## Active file: src/a.ts\n\n## Open tabs:\n\
+                     - a.ts\n\n## My request for Codex:\nfix the date parsing\n";
+        assert_eq!(typed_text(codex), "fix the date parsing");
+        assert_eq!(
+            typed_text("<current_datetime>2026-10-09T19:22:04</current_datetime>Please use tools"),
+            "Please use tools"
+        );
+        assert_eq!(
+            typed_text("[image]\n[Image #1] Can you add margin-bottom?"),
+            "[Image #1] Can you add margin-bottom?"
+        );
+        // Nothing typed: the text stays, so nothing is lost.
+        assert_eq!(typed_text("  [image]  "), "[image]");
+        // A prompt that merely mentions a tag keeps it.
+        assert_eq!(
+            typed_text("what does <ide_selection> mean?"),
+            "what does <ide_selection> mean?"
+        );
+    }
+
+    #[test]
+    fn what_is_not_typed_is_told_apart() {
+        // A built-in command's template reads as the command the person typed.
+        let review = "You are a code reviewer. Your job is to review code changes and provide \
+                      actionable feedback.\n\n---\n\nInput: \n\n---\n## Determining What to Review";
+        assert_eq!(typed_text(review), "/review");
+        assert_eq!(prompt_title(review), "/review");
+        assert_eq!(command_template("please review my code changes"), None);
+        // Only what programs add: no prompt.
+        assert!(only_injected(
+            "<system_notification>Background task finished</system_notification>\n[image]"
+        ));
+        assert!(!only_injected(
+            "<system_notification>x</system_notification> fix it"
+        ));
+        assert!(!only_injected("   "));
+        // Bare commands, not paths or sentences.
+        for c in ["/mode", "/model", "/plan:on", "  /thinking  "] {
+            assert!(is_bare_command(c), "{c}");
+        }
+        for c in ["/etc/hosts", "/ask why?", "mode", "/", "/fix the bug"] {
+            assert!(!is_bare_command(c), "{c}");
+        }
+        assert!(is_claude_notice(
+            "<task-notification>\n<task-id>b1</task-id></task-notification>"
+        ));
+        assert!(is_claude_notice("Stop hook feedback:\n- tests fail"));
+        assert!(!is_claude_notice(
+            "why does the Stop hook feedback: line appear?"
+        ));
+    }
 
     #[test]
     fn envelopes_must_be_whole() {

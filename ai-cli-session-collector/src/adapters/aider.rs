@@ -308,7 +308,44 @@ fn classify(t: &str, last_command: Option<&(String, String)>) -> MessageKind {
     if trimmed.starts_with("# Fix any errors below") {
         return MessageKind::Meta;
     }
+    // `--watch-files`: the prompt aider writes itself from `AI!` comments in the code.
+    if trimmed.starts_with("I've written your instructions in comments")
+        || trimmed.starts_with("Find the \"AI\" comments below")
+    {
+        return MessageKind::Meta;
+    }
+    // A confirmation answered at aider's own question: `Add file to the chat? (Y)es/(N)o … [Yes]: all`.
+    if is_confirmation(trimmed) {
+        return MessageKind::Meta;
+    }
     MessageKind::UserPrompt
+}
+
+/// An answer to one of aider's yes/no questions, as aider logs it: the question, its
+/// `(Y)es/(N)o…` choices, the default in brackets, then the answer.
+fn is_confirmation(t: &str) -> bool {
+    !t.contains('\n')
+        && t.contains("(Y)es/(N)o")
+        && t.rsplit_once("]: ")
+            .or_else(|| t.strip_suffix("]:").map(|a| (a, "")))
+            .is_some_and(|(q, a)| {
+                let default = q.rsplit_once('[').map(|(_, d)| d.to_ascii_lowercase());
+                matches!(default.as_deref(), Some("yes" | "no" | "y" | "n"))
+                    && matches!(
+                        a.trim().to_ascii_lowercase().as_str(),
+                        "" | "y"
+                            | "yes"
+                            | "n"
+                            | "no"
+                            | "a"
+                            | "all"
+                            | "s"
+                            | "skip"
+                            | "skip all"
+                            | "d"
+                            | "don't ask again"
+                    )
+            })
 }
 
 fn read_history(
@@ -531,6 +568,26 @@ mod tests {
             ]
         );
         assert!(els[2].lines.iter().any(|l| l == ">>>>>>> REPLACE"));
+    }
+
+    #[test]
+    fn what_aider_wrote_itself_is_not_a_prompt() {
+        for t in [
+            "Add file to the chat? (Y)es/(N)o/(A)ll/(S)kip all/(D)on't ask again [Yes]: all",
+            "Create new file? (Y)es/(N)o [Yes]: n",
+            "Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]:",
+            "I've written your instructions in comments in the code and marked them with \"ai\"\n\
+             You can see the \"AI\" comments shown below (marked with █).",
+            "/ask\nFind the \"AI\" comments below (marked with █) in the code files",
+        ] {
+            assert_eq!(classify(t, None), MessageKind::Meta, "{t}");
+        }
+        for t in [
+            "use FileSource to paginate the diff",
+            "should (Y)es/(N)o questions default to yes? [like git]: why not",
+        ] {
+            assert_eq!(classify(t, None), MessageKind::UserPrompt, "{t}");
+        }
     }
 
     #[test]

@@ -184,6 +184,15 @@ view! {
         "isCompactSummary" => is_compact_summary: Flag,
         "isApiErrorMessage" => is_api_error_message: Flag,
         "toolUseResult" => tool_use_result: NotNull,
+        /// Who sent a `user` line (2.1.x): a person, or another agent (`from`, `senderTaskId`).
+        "origin" => origin: Obj<Origin>,
+    }
+}
+
+view! {
+    struct Origin {
+        "from" => from: Str,
+        "senderTaskId" => sender_task_id: Str,
     }
 }
 
@@ -433,7 +442,15 @@ fn user_record(
         emit.push(m);
         return;
     }
+    // Sent by another agent (a teammate's message, a finished background task) or by a hook,
+    // not typed by the person.
+    let from_agent = v
+        .origin
+        .object()
+        .is_some_and(|o| o.from.non_empty().is_some() || o.sender_task_id.non_empty().is_some());
     let is_prompt = !sidechain
+        && !from_agent
+        && !text::is_claude_notice(&body)
         && !v.is_meta.0
         && !v.is_visible_in_transcript_only.0
         && text::has_content_beyond_wrappers(content)

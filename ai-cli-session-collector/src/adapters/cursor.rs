@@ -294,7 +294,7 @@ fn handle(
             .filter_map(|b| str_of(b, "text"))
             .collect();
         let typed = user_query(&typed.join("\n"));
-        let is_prompt = !sub && !typed.trim().is_empty();
+        let is_prompt = !sub && !typed.trim().is_empty() && !text::only_injected(&typed);
         if is_prompt {
             st.prompt += 1;
             if st.prompt == 1 {

@@ -456,10 +456,8 @@ fn is_prompt_entry(v: &Value) -> bool {
     let Some(msg) = v.get("message") else {
         return false;
     };
-    str_of(msg, "role") == Some("user")
-        && !text::blocks_text(msg.get("content").unwrap_or(&Value::Null))
-            .trim()
-            .is_empty()
+    let body = text::blocks_text(msg.get("content").unwrap_or(&Value::Null));
+    str_of(msg, "role") == Some("user") && !body.trim().is_empty() && !text::is_bare_command(&body)
 }
 
 /// What the session learns from an entry: model, title.
@@ -582,7 +580,7 @@ fn agent_message(
     match str_of(msg, "role").unwrap_or("") {
         "user" => {
             let body = text::blocks_text(content);
-            let kind = if counted && !body.trim().is_empty() {
+            let kind = if counted && !body.trim().is_empty() && !text::is_bare_command(&body) {
                 MessageKind::UserPrompt
             } else {
                 MessageKind::Meta
