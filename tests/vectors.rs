@@ -556,9 +556,12 @@ fn without_the_model_a_stand_in_runs_and_everyone_is_told() {
 fn the_service_embeds_in_the_background_and_keeps_layers_in_sync() {
     let h = Home::with_fixtures();
     // Every nearest neighbour counts as a result here: the stand-in's similarities are low.
+    // One vector per row (a long summary is not cut into pieces), so that vectors and rows
+    // can be counted against each other below.
     let env = [
         ("MEMEX_VECTOR_PROVIDER", "hashing"),
         ("MEMEX_VECTOR_MIN_SIMILARITY", "-1"),
+        ("MEMEX_VECTOR_MAX_CHUNKS", "1"),
     ];
     let srv = h.serve(&env);
     srv.wait_watching();

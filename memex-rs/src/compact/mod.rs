@@ -40,6 +40,25 @@ pub struct Call {
     pub ts: Option<i64>,
 }
 
+/// Who wrote a [`Note`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// The agent program itself: Aider's commit and lint lines, an API error, a hook's output.
+    Program,
+    /// The person, outside a prompt: a shell command they ran, a slash command, an answer to a
+    /// confirmation.
+    User,
+    /// The context was compacted here.
+    Compaction,
+}
+
+/// Something a talk holds besides the agent's text and its tool calls.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
 /// One talk: a prompt and everything up to the next one.
 #[derive(Debug, Clone)]
 pub struct Talk {
@@ -47,6 +66,9 @@ pub struct Talk {
     pub prompt: String,
     pub assistant_texts: Vec<String>,
     pub calls: Vec<Call>,
+    /// Notes, in order; `notes_after` of them came after the agent's last text.
+    pub notes: Vec<Note>,
+    pub notes_after: usize,
     /// Estimated tokens of everything in it (for "tokens saved").
     pub raw_tokens: u64,
     pub lang: Lang,
@@ -176,8 +198,10 @@ pub struct Provenance {
 }
 
 /// The heuristic's own version, recorded like a prompt version (v2: talk summaries keep what
-/// the talk found before its closing message).
-pub const HEURISTIC_VERSION: &str = "heuristic-v2";
+/// the talk found before its closing message; v3: labelled facts of what was asked, done,
+/// found and left open, L1 without tools' stock text, L3 led by the talk that did the most).
+/// `memex compact regenerate` moves an archive's rows to it.
+pub const HEURISTIC_VERSION: &str = "heuristic-v3";
 
 impl Provenance {
     fn heuristic(fallback_reason: Option<String>) -> Provenance {

@@ -8,7 +8,7 @@ use super::{Call, Lang, Observation, SessionSummary, Talk, TalkSummary};
 
 /// Recorded on every LLM-written row; bump it when a prompt changes, so `regenerate` can find
 /// rows written by older prompts.
-pub const PROMPT_VERSION: &str = "llm-v1";
+pub const PROMPT_VERSION: &str = "llm-v2";
 
 /// Characters of tool input / output / message text put into one prompt.
 const CLIP: usize = 2000;
@@ -70,7 +70,19 @@ pub fn l2_system(language: &str) -> String {
 }
 
 pub fn l2_user(talk: &Talk) -> String {
-    let mut s = format!("Developer: {}\n\n", clip(&talk.prompt, 1500));
+    // What the developer typed (no editor context or reminders), then the facts the heuristic
+    // reads from the transcript, as grounding.
+    let typed = ai_cli_session_collector::text::typed_text(&talk.prompt);
+    let mut s = format!("Developer: {}\n\n", clip(&typed, 1500));
+    let work = super::heuristic::work::of_talk(talk);
+    let facts = super::heuristic::talk::did_items(&work, talk.lang == Lang::Zh);
+    if !facts.is_empty() {
+        s.push_str("Facts from the transcript (files changed, commands and their outcome):\n");
+        for f in facts.iter().take(12) {
+            s.push_str(&format!("- {}\n", clip(f, 200)));
+        }
+        s.push('\n');
+    }
     for c in &talk.calls {
         if s.len() > TALK_BUDGET {
             s.push_str("[more steps omitted]\n");
@@ -388,6 +400,34 @@ mod tests {
             ungrounded(&["settings.py", "user_request"], shown).as_deref(),
             Some("named `settings.py`, which is not in what it summarised")
         );
+    }
+
+    #[test]
+    fn a_talk_prompt_carries_what_was_typed_and_the_facts() {
+        let talk = Talk {
+            prompt_number: 1,
+            prompt: "<ide_selection>The user selected the lines 1 to 2 from /r/secret_notes.md\
+                     </ide_selection>add tar support"
+                .into(),
+            assistant_texts: vec!["Added it.".into()],
+            calls: vec![Call {
+                message_id: "m".into(),
+                tool_name: "Bash".into(),
+                input: serde_json::json!({"command": "pytest -q"}),
+                output: "3 failed, 39 passed in 1.2s".into(),
+                is_error: true,
+                ts: None,
+            }],
+            notes: vec![],
+            notes_after: 0,
+            raw_tokens: 0,
+            lang: Lang::En,
+            ts: None,
+        };
+        let p = l2_user(&talk);
+        assert!(p.starts_with("Developer: add tar support\n"), "{p}");
+        assert!(!p.contains("secret_notes"), "{p}");
+        assert!(p.contains("- pytest: 3 failed, 39 passed\n"), "{p}");
     }
 
     #[test]

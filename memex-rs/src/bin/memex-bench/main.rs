@@ -76,8 +76,18 @@ fn copy_tree(from: &Path, to: &Path) {
 /// Imports `roots` into `data` with default options.
 fn import_roots(roots: &[(String, PathBuf)], data: &Path) {
     let registry = Arc::new(AdapterRegistry::new());
-    let (writer, handle) = store::Writer::start(data).unwrap();
     let jobs = ingest::discover(&registry, roots);
+    let rep = import_jobs(data, registry, jobs);
+    println!("imported {} files, {} messages", rep.files, rep.messages);
+}
+
+/// Imports the files of `jobs` into `data` with default options, one parser thread.
+fn import_jobs(
+    data: &Path,
+    registry: Arc<AdapterRegistry>,
+    jobs: Vec<ingest::Job>,
+) -> ingest::ImportReport {
+    let (writer, handle) = store::Writer::start(data).unwrap();
     let opts = ingest::IngestOptions {
         redact: true,
         fts_max_bytes: 1 << 20,
@@ -86,9 +96,9 @@ fn import_roots(roots: &[(String, PathBuf)], data: &Path) {
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
     let rep = ingest::import(&writer, data, registry, jobs, &opts, &stop, &|_| {}).unwrap();
-    println!("imported {} files, {} messages", rep.files, rep.messages);
     drop(writer);
     handle.join().unwrap();
+    rep
 }
 
 fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
@@ -321,6 +331,7 @@ mod agents;
 mod eval;
 mod inject;
 mod live;
+mod summaries;
 mod vec;
 
 /// The async runtime the benchmarks drive the store and LanceDB with: two workers, like the
@@ -470,7 +481,8 @@ fn talk_cost(data: &Path) {
         }
         if !summaries.is_empty() {
             let lang = prompt::language(d.lang, &settings.language);
-            let s = heuristic::session_summary(&summaries, d.lang, d.project.as_deref());
+            let sizes: Vec<u64> = d.talks.values().map(|t| t.raw_tokens).collect();
+            let s = heuristic::session_summary(&summaries, &sizes, d.lang, d.project.as_deref());
             l3.push(
                 estimate_tokens(&prompt::l3_system(&lang))
                     + estimate_tokens(&prompt::l3_user(&summaries, d.project.as_deref()))
@@ -599,6 +611,31 @@ fn main() {
             arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
             args.iter().any(|a| a == "--reuse"),
         ),
+        Some("summaries") => {
+            let totals = summaries::run(
+                &arg("--facts").map_or_else(
+                    || Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/summary-facts"),
+                    PathBuf::from,
+                ),
+                &arg("--fixtures")
+                    .or_else(|| std::env::var("MEMEX_FIXTURES").ok())
+                    .map_or_else(
+                        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+                        PathBuf::from,
+                    ),
+                &arg("--work").map_or_else(
+                    || std::env::temp_dir().join("memex-summaries"),
+                    PathBuf::from,
+                ),
+                args.iter().any(|a| a == "--show"),
+            );
+            if !totals.meets_targets() {
+                eprintln!(
+                    "summaries: below the targets (80 % of facts, 0 filler/boilerplate/leaks)"
+                );
+                std::process::exit(1);
+            }
+        }
         Some("inject") => inject::run(
             &path("--work"),
             arg("--distractors").map_or(20_000, |n| n.parse().expect("--distractors N")),
@@ -626,7 +663,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }

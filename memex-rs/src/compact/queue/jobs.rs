@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::now_ms;
 use crate::compact::heuristic::{self, estimate_tokens};
 use crate::compact::{
-    Call, Engine, Lang, NotNow, Observation, SessionSummary, Talk, TalkSummary, Written, prompt,
+    Call, Engine, Lang, NotNow, Note, NoteKind, Observation, SessionSummary, Talk, TalkSummary,
+    Written, prompt,
 };
 use crate::layer::Layer;
 
@@ -95,7 +96,7 @@ pub fn load_session(
         .flatten();
     let mut st = conn.prepare_cached(
         "SELECT message_id, kind, prompt_number, COALESCE(text, memex_unzstd(text_z), ''),
-                tool_name, tool_call_id, tool_input, is_error, ts
+                tool_name, tool_call_id, tool_input, is_error, ts, role
          FROM messages WHERE session_pk = ?1 AND active = 1 AND duplicate = 0 AND inherited = 0
            AND prompt_number BETWEEN ?2 AND ?3
          ORDER BY id",
@@ -114,15 +115,18 @@ pub fn load_session(
             r.get::<_, Option<String>>(6)?,
             r.get::<_, bool>(7)?,
             r.get::<_, Option<i64>>(8)?,
+            r.get::<_, String>(9)?,
         ))
     })?;
     for row in rows {
-        let (id, kind, p, text, tool, call_id, input, is_error, ts) = row?;
+        let (id, kind, p, text, tool, call_id, input, is_error, ts, role) = row?;
         let talk = talks.entry(p).or_insert_with(|| Talk {
             prompt_number: p,
             prompt: String::new(),
             assistant_texts: Vec::new(),
             calls: Vec::new(),
+            notes: Vec::new(),
+            notes_after: 0,
             raw_tokens: 0,
             lang: Lang::En,
             ts,
@@ -133,7 +137,19 @@ pub fn load_session(
                 talk.prompt = text;
                 talk.ts = ts.or(talk.ts);
             }
-            "assistant_text" if !text.trim().is_empty() => talk.assistant_texts.push(text),
+            "assistant_text" if !text.trim().is_empty() => {
+                talk.assistant_texts.push(text);
+                talk.notes_after = 0;
+            }
+            "meta" | "compaction_summary" if !text.trim().is_empty() => {
+                let kind = match (kind.as_str(), role.as_str()) {
+                    ("compaction_summary", _) => NoteKind::Compaction,
+                    (_, "user") => NoteKind::User,
+                    _ => NoteKind::Program,
+                };
+                talk.notes.push(Note { kind, text });
+                talk.notes_after += 1;
+            }
             "tool_call" => {
                 let input: Value = input
                     .as_deref()
@@ -291,9 +307,11 @@ pub async fn execute(
             if l2s.is_empty() {
                 return Ok(Output::Nothing);
             }
-            let raw_tokens = l2s.iter().map(|(_, t)| *t as u64).sum();
+            let sizes: Vec<u64> = l2s.iter().map(|(_, t)| (*t).max(0) as u64).collect();
+            let raw_tokens = sizes.iter().sum();
             let talks: Vec<TalkSummary> = l2s.into_iter().map(|(t, _)| t).collect();
-            let base = heuristic::session_summary(&talks, data.lang, data.project.as_deref());
+            let base =
+                heuristic::session_summary(&talks, &sizes, data.lang, data.project.as_deref());
             let written = engine
                 .write(
                     base,
