@@ -253,14 +253,13 @@ pub fn session_summary(
     let title = if asked.is_empty() {
         cut(&lead.result, 120)
     } else {
-        as_title(asked, 110)
+        as_title(asked, 140)
     };
     let stop = if zh { "。" } else { "." };
-    let mut summary = title.trim_end_matches(['.', '。', '…']).to_owned();
+    // A title cut short keeps its `…`; a whole one ends as a sentence.
+    let mut summary = title.trim_end_matches(['.', '。']).to_owned();
     if !summary.ends_with('…') {
         summary.push_str(stop);
-    } else {
-        summary.push(' ');
     }
     let outcome = if !lead.result.is_empty() {
         words(&lead.result, 22)
