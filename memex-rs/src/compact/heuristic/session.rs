@@ -319,6 +319,7 @@ pub fn session_summary(
     // Files changed across the session, one point per kind of change, the main talk's first.
     let mut changes: Vec<(&str, Vec<(String, String)>)> = Vec::new();
     let mut errors = 0;
+    let mut checks: Vec<String> = Vec::new();
     for &i in &by_weight {
         let p = &parts[i];
         let rank = if i == main { 2 } else { 4 };
@@ -352,6 +353,16 @@ pub fn session_summary(
                 }
                 7
             } else {
+                // A check run in many talks ("pytest: 80 passed") is told once, by the talk
+                // that did the most.
+                if let Some((tool, _)) = d.split_once(": ")
+                    && tool.split_whitespace().count() <= 3
+                {
+                    if checks.contains(&tool.to_owned()) {
+                        continue;
+                    }
+                    checks.push(tool.to_owned());
+                }
                 rank + 1
             };
             points.push(pri, words(&d, 30));
