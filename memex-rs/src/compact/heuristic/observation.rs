@@ -462,7 +462,7 @@ pub fn observation(group: &[&Call], talk: &Talk) -> Observation {
             format!("read {f}")
         });
     }
-    let asked = request::request(&talk.prompt, 80);
+    let asked = request::request(&talk.prompt, 200);
     let narrative = match (&detail, zh) {
         (Some(d), false) => format!("For \"{asked}\": {title}. {d}"),
         (None, false) => format!("For \"{asked}\": {title}."),
