@@ -15,6 +15,7 @@ mod inject;
 mod llm;
 mod mcp;
 mod owner;
+mod release;
 mod secrets;
 mod security;
 mod serve;
