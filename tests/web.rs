@@ -461,6 +461,30 @@ fn a_person_uses_the_web_interface_in_a_real_browser() {
     d.audit("session with a sub-agent");
     d.clean("session with a sub-agent");
 
+    // Once compacted, a talk's summary reads by its parts: what was asked, what was done and
+    // found, with no tool's stock text.
+    s.wait_for(90, "the talk summaries", |s| {
+        let jobs = s.ok("/api/compact/status")["jobs"].clone();
+        let busy: i64 = ["l1", "l2", "l3"]
+            .iter()
+            .map(|l| {
+                jobs[l]["pending"].as_i64().unwrap_or(0) + jobs[l]["running"].as_i64().unwrap_or(0)
+            })
+            .sum();
+        (busy == 0 && jobs["l2"]["done"].as_i64() > Some(0)).then_some(())
+    });
+    d.open(&format!("/sessions/{WITH_SUBAGENT}"));
+    let labels =
+        d.eval("[...document.querySelectorAll('dl.l2 dt')].map(e => e.textContent).join(',')");
+    let labels = labels.as_str().unwrap();
+    assert!(labels.starts_with("Asked,"), "{labels}");
+    assert!(labels.contains("Did"), "{labels}");
+    let l2 = d.eval("document.querySelector('dl.l2').innerText");
+    let l2 = l2.as_str().unwrap();
+    assert!(l2.contains("Explore agent (haiku)"), "{l2}");
+    assert!(!l2.contains("Perfect!") && !l2.contains("Let me "), "{l2}");
+    d.clean("session with its talk summaries");
+
     // Markup in a transcript is text.
     d.open(&format!("/sessions/{HOSTILE}"));
     let text = d.eval("document.body.innerText");

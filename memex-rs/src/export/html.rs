@@ -27,6 +27,12 @@ pub struct Group {
     pub blocks: Vec<Block>,
 }
 
+/// One labelled part of a talk summary.
+pub struct Part {
+    pub label: String,
+    pub text: String,
+}
+
 /// A talk, ready for the templates.
 pub struct TalkHtml {
     pub number: i64,
@@ -35,6 +41,8 @@ pub struct TalkHtml {
     pub time: String,
     pub active: bool,
     pub summary: Option<String>,
+    /// The summary by its labels (Asked, Did, Found, Result, Open), or one "Summary" part.
+    pub summary_parts: Vec<Part>,
     pub tokens: String,
     pub groups: Vec<Group>,
     pub observations: Vec<String>,
@@ -146,11 +154,20 @@ pub fn thousands(n: i64) -> String {
 fn talk(v: &SessionView, t: &Talk, max_output: Option<usize>) -> TalkHtml {
     TalkHtml {
         number: t.number,
-        heading: one_line(&t.prompt, 100),
+        // What the person typed, not what an editor added around it.
+        heading: one_line(&ai_cli_session_collector::text::typed_text(&t.prompt), 100),
         prompt: capped(&t.prompt, max_output),
         time: t.time.clone().unwrap_or_default(),
         active: t.active,
         summary: t.summary.clone(),
+        summary_parts: t
+            .summary
+            .as_deref()
+            .map(crate::compact::heuristic::talk::split_labels)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(label, text)| Part { label, text })
+            .collect(),
         tokens: t
             .tokens
             .as_ref()

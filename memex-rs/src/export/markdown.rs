@@ -245,7 +245,10 @@ fn talk(out: &mut String, t: &Talk) {
         out,
         "## {}. {}{rewound}\n",
         t.number,
-        inline(&one_line(&t.prompt, 100))
+        inline(&one_line(
+            &ai_cli_session_collector::text::typed_text(&t.prompt),
+            100
+        ))
     );
     let mut facts = Vec::new();
     if let Some(time) = &t.time {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::request::{as_title, cut};
 use super::sentences::split_sentences;
-use super::talk::{EN, Labels, ZH, words};
+use super::talk::words;
 use super::technologies;
 use crate::compact::{Lang, SessionSummary, TalkSummary};
 
@@ -34,46 +34,22 @@ fn parse(t: &TalkSummary) -> Parts {
         result: t.completed.clone(),
         ..Parts::default()
     };
-    let mut marks: Vec<(usize, usize, u8)> = Vec::new();
-    for l in [EN, ZH] {
-        let Labels {
-            asked,
-            did,
-            found,
-            result,
-            open,
-        } = l;
-        for (label, which) in [(asked, 0u8), (did, 1), (found, 2), (result, 3), (open, 4)] {
-            let mut from = 0;
-            while let Some(i) = t.summary[from..].find(label) {
-                let at = from + i;
-                // A label starts the summary or follows a sentence's end.
-                let before = t.summary[..at].trim_end();
-                if at == 0 || before.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
-                    marks.push((at, label.len(), which));
-                }
-                from = at + label.len();
-            }
-        }
-    }
-    marks.sort();
-    if marks.is_empty() {
+    let parts = super::talk::split_labels(&t.summary);
+    if parts.len() == 1 && parts[0].0 == "Summary" {
         p.found = split_sentences(&t.summary);
         return p;
     }
-    for (k, &(at, len, which)) in marks.iter().enumerate() {
-        let end = marks.get(k + 1).map_or(t.summary.len(), |m| m.0);
-        let whole = t.summary[at + len..end].trim();
+    for (label, whole) in parts {
         let text = whole
             .strip_suffix(['.', '。'])
-            .unwrap_or(whole)
+            .unwrap_or(&whole)
             .trim()
             .to_owned();
-        match which {
-            1 => p.did = text.split("; ").map(str::to_owned).collect(),
-            2 => p.found = split_sentences(whole),
-            3 if p.result.is_empty() => p.result = text,
-            4 => p.open = text.split("; ").map(str::to_owned).collect(),
+        match label.as_str() {
+            "Did" | "完成" => p.did = text.split("; ").map(str::to_owned).collect(),
+            "Found" | "发现" => p.found = split_sentences(&whole),
+            "Result" | "结果" if p.result.is_empty() => p.result = text,
+            "Open" | "未决" => p.open = text.split("; ").map(str::to_owned).collect(),
             _ => {}
         }
     }

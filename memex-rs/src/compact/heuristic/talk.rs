@@ -37,6 +37,40 @@ pub fn labels(lang: Lang) -> Labels {
     if lang == Lang::Zh { ZH } else { EN }
 }
 
+/// A heuristic L2 cut at its labels: `[("Asked", "…"), ("Did", "…"), …]`, each text as
+/// written (its closing stop kept). A summary without labels (a model wrote it) is one part
+/// labelled "Summary".
+pub fn split_labels(summary: &str) -> Vec<(String, String)> {
+    let mut marks: Vec<(usize, &str)> = Vec::new();
+    for l in [EN, ZH] {
+        for label in [l.asked, l.did, l.found, l.result, l.open] {
+            let mut from = 0;
+            while let Some(i) = summary[from..].find(label) {
+                let at = from + i;
+                // A label starts the summary or follows a sentence's end.
+                let before = summary[..at].trim_end();
+                if at == 0 || before.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
+                    marks.push((at, label));
+                }
+                from = at + label.len();
+            }
+        }
+    }
+    marks.sort();
+    if marks.first().is_none_or(|m| m.0 != 0) {
+        return vec![("Summary".to_owned(), summary.trim().to_owned())];
+    }
+    marks
+        .iter()
+        .enumerate()
+        .map(|(k, &(at, label))| {
+            let end = marks.get(k + 1).map_or(summary.len(), |m| m.0);
+            let name = label.trim_end().trim_end_matches([':', '：']).to_owned();
+            (name, summary[at + label.len()..end].trim().to_owned())
+        })
+        .collect()
+}
+
 /// At most `max` words of `s`, with `…` when cut.
 pub fn words(s: &str, max: usize) -> String {
     let w: Vec<&str> = s.split_whitespace().collect();
@@ -385,6 +419,28 @@ mod tests {
         assert!(!s.summary.contains("Perfect"), "{}", s.summary);
         assert!(!s.summary.contains("ide_opened_file"), "{}", s.summary);
         assert!(!s.summary.contains("Let me"), "{}", s.summary);
+    }
+
+    #[test]
+    fn a_summary_reads_back_by_its_labels() {
+        let parts = split_labels(
+            "Asked: fix the date test. Did: edited date.ts (parse()); npm test: 3 passed. \
+             Found: The parser dropped the zone: see Did: above. Open: asked the user: ship it?",
+        );
+        let names: Vec<&str> = parts.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["Asked", "Did", "Found", "Open"]);
+        assert_eq!(parts[1].1, "edited date.ts (parse()); npm test: 3 passed.");
+        assert_eq!(parts[2].1, "The parser dropped the zone: see Did: above.");
+        let zh = split_labels("请求：修复测试。完成：修改 a.rs。");
+        assert_eq!(zh[1], ("完成".to_owned(), "修改 a.rs。".to_owned()));
+        let model = split_labels("The build was slow because of LTO.");
+        assert_eq!(
+            model,
+            [(
+                "Summary".to_owned(),
+                "The build was slow because of LTO.".to_owned()
+            )]
+        );
     }
 
     #[test]
