@@ -108,8 +108,9 @@ pub(super) fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
         _ => None,
     };
     if let CompactCommand::Regenerate { level, .. } = &cmd {
-        queue::regenerate_levels(Some(level))
-            .map_err(|e| user_error(e.replace("`level`", "--level"), "for example --level l2"))?;
+        queue::regenerate_levels(Some(level)).map_err(|e| {
+            user_error(e.replace("`level`", "--level"), "for example --level talks")
+        })?;
     }
     let session_pk = match &cmd {
         CompactCommand::Session { id }

@@ -295,7 +295,8 @@ pub enum CompactCommand {
     },
     /// Rebuild layers from raw with the current provider and prompt version.
     Regenerate {
-        /// l1, l2, l3 or all.
+        /// observations (L1), talks (L2), sessions (L3) or all, as search names them (l1, l2,
+        /// l3 are read too).
         #[arg(long, default_value = "all")]
         level: String,
         /// Only this session (id or unique prefix).

@@ -117,13 +117,17 @@ pub fn converge(
     Ok((reset, planned))
 }
 
-/// `l1`, `l2`, `l3` or `all` (the default).
+/// `observations`, `talks`, `sessions` (the levels as search names them) or `all` (the
+/// default); the job names `l1`, `l2`, `l3` are read too.
 pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<Layer>, String> {
     match level.unwrap_or("all") {
         "all" => Ok(Layer::COMPACT.to_vec()),
         other => Layer::from_job(other)
+            .or_else(|| other.parse::<Layer>().ok().filter(|l| l.job().is_some()))
             .map(|l| vec![l])
-            .ok_or_else(|| format!("`level` must be l1, l2, l3 or all, got `{other}`")),
+            .ok_or_else(|| {
+                format!("`level` must be observations, talks, sessions or all, got `{other}`")
+            }),
     }
 }
 

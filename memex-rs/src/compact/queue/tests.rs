@@ -244,3 +244,29 @@ fn regeneration_queues_done_jobs_again_for_the_layers_asked() {
         "nothing queued when refused"
     );
 }
+
+#[test]
+fn regenerate_reads_the_levels_as_search_names_them() {
+    use super::regenerate_levels;
+    assert_eq!(regenerate_levels(None).unwrap(), Layer::COMPACT.to_vec());
+    assert_eq!(
+        regenerate_levels(Some("all")).unwrap(),
+        Layer::COMPACT.to_vec()
+    );
+    for (name, job, layer) in [
+        ("observations", "l1", Layer::Observations),
+        ("talks", "l2", Layer::Talks),
+        ("sessions", "l3", Layer::Sessions),
+    ] {
+        assert_eq!(regenerate_levels(Some(name)).unwrap(), [layer]);
+        assert_eq!(regenerate_levels(Some(job)).unwrap(), [layer]);
+    }
+    // Raw has nothing to regenerate; unknown names say what is accepted.
+    for bad in ["raw", "l4", "Talks", ""] {
+        let e = regenerate_levels(Some(bad)).unwrap_err();
+        assert!(
+            e.contains("observations, talks, sessions or all"),
+            "{bad}: {e}"
+        );
+    }
+}
