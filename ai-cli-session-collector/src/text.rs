@@ -197,15 +197,8 @@ pub fn typed_text(s: &str) -> String {
     {
         out = out[i + "<user_query>".len()..j].to_owned();
     }
-    // Gemini CLI appends the files a prompt names with `@`.
-    const GEMINI_FILES: &str = "--- Content from referenced files ---";
-    const GEMINI_END: &str = "--- End of content ---";
-    while let Some(i) = out.find(GEMINI_FILES) {
-        let end = out[i..]
-            .find(GEMINI_END)
-            .map_or(out.len(), |j| i + j + GEMINI_END.len());
-        out.replace_range(i..end, "");
-    }
+    // Gemini CLI and Qwen Code append the files a prompt names with `@`.
+    out = strip_file_expansion(&out);
     let kept: Vec<&str> = out
         .lines()
         .filter(|l| !matches!(l.trim(), "[image]" | "[document]" | "[attachment]"))
@@ -264,6 +257,30 @@ pub fn is_bare_command(s: &str) -> bool {
             && w.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'))
     })
+}
+
+/// A prompt without the contents of the files it names with `@`, which Gemini CLI and Qwen
+/// Code append between `--- Content from referenced files ---` and `--- End of content ---`.
+pub fn strip_file_expansion(s: &str) -> String {
+    const START: &str = "--- Content from referenced files ---";
+    const END: &str = "--- End of content ---";
+    if !s.contains(START) {
+        return s.to_owned();
+    }
+    let mut out = s.to_owned();
+    while let Some(i) = out.find(START) {
+        let end = out[i..].find(END).map_or(out.len(), |j| i + j + END.len());
+        out.replace_range(i..end, "");
+    }
+    out.trim().to_owned()
+}
+
+/// The text inside the first `<tag>…</tag>` of `s`.
+pub fn element<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let i = s.find(&open)? + open.len();
+    let j = s[i..].find(&format!("</{tag}>"))?;
+    Some(&s[i..i + j])
 }
 
 /// The `<cwd>` of a Codex `<environment_context>` block.

@@ -319,7 +319,7 @@ fn handle(
 /// The typed prompt: what `<USER_REQUEST>` wraps, or (without it) the text less the blocks the
 /// agent injects.
 fn user_request(content: &str) -> String {
-    if let Some(inner) = element(content, "USER_REQUEST") {
+    if let Some(inner) = text::element(content, "USER_REQUEST") {
         return inner.trim().to_owned();
     }
     let mut s = content.to_owned();
@@ -337,17 +337,9 @@ fn user_request(content: &str) -> String {
     s.trim().to_owned()
 }
 
-/// The text inside the first `<tag>…</tag>` of `s`.
-fn element<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
-    let open = format!("<{tag}>");
-    let i = s.find(&open)? + open.len();
-    let j = s[i..].find(&format!("</{tag}>"))?;
-    Some(&s[i..i + j])
-}
-
 /// The model a `<USER_SETTINGS_CHANGE>` block selects ("`Model Selection` from X to Y.").
 fn settings_model(content: &str) -> Option<String> {
-    let block = element(content, "USER_SETTINGS_CHANGE")?;
+    let block = text::element(content, "USER_SETTINGS_CHANGE")?;
     let rest = &block[block.find("Model Selection")?..];
     let rest = &rest[rest.find(" from ")? + 6..];
     let to = &rest[rest.find(" to ")? + 4..];

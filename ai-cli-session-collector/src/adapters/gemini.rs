@@ -315,21 +315,6 @@ fn parts_text(v: &Value) -> (String, String) {
     }
 }
 
-/// The typed prompt without the `@file` expansion Gemini appends.
-fn strip_file_expansion(s: &str) -> String {
-    match s.find("\n--- Content from referenced files ---") {
-        Some(i) => {
-            let end_marker = "--- End of content ---";
-            let tail = s[i..]
-                .find(end_marker)
-                .map(|j| &s[i + j + end_marker.len()..])
-                .unwrap_or("");
-            format!("{}{}", &s[..i], tail).trim().to_owned()
-        }
-        None => s.to_owned(),
-    }
-}
-
 fn is_ignored_user_text(t: &str) -> bool {
     let t = t.trim();
     t.is_empty()
@@ -383,7 +368,7 @@ fn message(ctx: &FileContext, st: &mut State, emit: &mut Emit, v: &Value, info: 
                 .get("displayContent")
                 .map(|d| parts_text(d).0)
                 .filter(|d| !d.trim().is_empty());
-            let typed = display.unwrap_or_else(|| strip_file_expansion(&body));
+            let typed = display.unwrap_or_else(|| text::strip_file_expansion(&body));
             let prompt = ty == "user"
                 && !only_responses
                 && !st.subagent
@@ -435,7 +420,7 @@ fn message(ctx: &FileContext, st: &mut State, emit: &mut Emit, v: &Value, info: 
             .get("displayContent")
             .map(|d| parts_text(d).0)
             .filter(|d| !d.trim().is_empty())
-            .unwrap_or_else(|| strip_file_expansion(&body)),
+            .unwrap_or_else(|| text::strip_file_expansion(&body)),
         _ => body,
     };
     if let Some(t) = v.get("tokens").filter(|t| t.is_object()) {

@@ -212,7 +212,7 @@ fn handle(
     match ty {
         "user" if !has_responses => {
             let (body, _) = parts_text(parts);
-            let typed = strip_file_expansion(&body);
+            let typed = text::strip_file_expansion(&body);
             let provenance = str_of(v, "provenance");
             let real = match provenance {
                 Some(p) => p == "real_user",
@@ -378,19 +378,6 @@ fn parts_text(parts: &[Value]) -> (String, String) {
     (t, th.join("\n"))
 }
 
-/// The typed prompt without the `@file` contents Qwen appends to it.
-fn strip_file_expansion(s: &str) -> String {
-    const START: &str = "\n--- Content from referenced files ---";
-    const END: &str = "--- End of content ---";
-    match s.find(START) {
-        Some(i) => {
-            let tail = s[i..].find(END).map_or("", |j| &s[i + j + END.len()..]);
-            format!("{}{}", &s[..i], tail).trim().to_owned()
-        }
-        None => s.to_owned(),
-    }
-}
-
 /// A function response's model-facing output, and whether it is an error.
 fn response_output(fr: &Value) -> (String, bool) {
     let r = fr.get("response").unwrap_or(&Value::Null);
@@ -477,6 +464,6 @@ mod tests {
     #[test]
     fn file_expansions_are_not_part_of_the_prompt() {
         let s = "explain @a.rs\n--- Content from referenced files ---\nContent from @a.rs:\nfn x(){}\n--- End of content ---";
-        assert_eq!(strip_file_expansion(s), "explain @a.rs");
+        assert_eq!(text::strip_file_expansion(s), "explain @a.rs");
     }
 }

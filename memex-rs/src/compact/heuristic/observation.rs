@@ -40,13 +40,9 @@ const STOCK: &[&str] = &[
 pub fn best_sentence(output: &str, max: usize) -> Option<String> {
     use super::sentences::{score, units};
     let clean = ai_cli_session_collector::text::typed_text(output);
-    let stock = |t: &str| {
-        let lower = t.to_lowercase();
-        STOCK.iter().any(|s| lower.contains(s))
-    };
     let us: Vec<_> = units(&clean)
         .into_iter()
-        .filter(|u| !stock(&u.text))
+        .filter(|u| !is_stock(&u.text))
         .collect();
     let mut cands: Vec<(f32, String)> = Vec::new();
     for (i, u) in us.iter().enumerate() {
@@ -137,11 +133,14 @@ pub fn informative_line(output: &str, max: usize) -> Option<String> {
         .map(|l| l.trim().trim_start_matches("Output:").trim())
         .filter(|l| l.chars().filter(|c| c.is_alphanumeric()).count() >= 3)
         .filter(|l| !l.starts_with("```") && !l.starts_with("===") && !l.starts_with("---"))
-        .find(|l| {
-            let lower = l.to_lowercase();
-            !STOCK.iter().any(|s| lower.contains(s))
-        })
+        .find(|l| !is_stock(l))
         .map(|l| one_line(l, max))
+}
+
+/// Whether a line or sentence is a tool's stock text ([`STOCK`]).
+fn is_stock(t: &str) -> bool {
+    let lower = t.to_lowercase();
+    STOCK.iter().any(|s| lower.contains(s))
 }
 
 /// "renderer.py (get_project_display_name())", "index.ts: added `console.log('hello bob')`".

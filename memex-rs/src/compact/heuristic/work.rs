@@ -4,6 +4,7 @@
 //! program writes itself (Aider's commits and lint runs, an API error, a command the person ran,
 //! an interruption).
 
+use ai_cli_session_collector::text::element;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -1057,14 +1058,6 @@ impl Work {
             i = end + 1;
         }
     }
-}
-
-/// The content of the first `<tag>…</tag>` in `s`.
-fn element<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
-    let open = format!("<{tag}>");
-    let i = s.find(&open)? + open.len();
-    let j = s[i..].find(&format!("</{tag}>")).map_or(s.len(), |j| i + j);
-    Some(&s[i..j])
 }
 
 /// Terminal colour codes removed.
