@@ -729,6 +729,16 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
         "{page}"
     );
     assert!(!page.contains("<img src=x"));
+    // Its talk summary, written from the same hostile prompt, is text as well.
+    let page = s.wait_for(90, "the hostile talk's summary", |_| {
+        let page = get(&format!("/sessions/{HOSTILE}"), &[]).text().unwrap();
+        page.contains("<dl class=\"l2\"><dt>Asked</dt>")
+            .then_some(page)
+    });
+    let l2 = &page[page.find("<dl class=\"l2\">").unwrap()..];
+    let l2 = &l2[..l2.find("</dl>").unwrap()];
+    assert!(l2.contains("&#60;script&#62;"), "{l2}");
+    assert!(!l2.contains("<script") && !l2.contains("<img"), "{l2}");
     // Bad parameters are named on the page; unknown sessions are a 404.
     let bad = get("/sessions?agent=vim", &[]);
     assert_eq!(bad.status().as_u16(), 400);

@@ -234,7 +234,7 @@ pub fn session_summary(
     let stop = if zh { "。" } else { "." };
     // A title cut short keeps its `…`; a whole one ends as a sentence.
     let mut summary = title.trim_end_matches(['.', '。']).to_owned();
-    if !summary.ends_with('…') {
+    if !summary.ends_with(['…', '?', '!', '？', '！']) {
         summary.push_str(stop);
     }
     let outcome = if !lead.result.is_empty() {
