@@ -1,5 +1,7 @@
-//! The module layering ARCHITECTURE.md draws, checked on the source: no import circle between
-//! the top-level modules of `src/`, and the arrows the design forbids stay absent.
+//! The module layering ARCHITECTURE.md draws inside `memex-rs`, checked on the source: no
+//! import circle between the top-level modules of `src/`, and the arrows the design forbids
+//! stay absent. Between crates (memex-store, memex-embed, ai-cli-session-collector below this
+//! one) Cargo enforces the direction, so this test only looks inside this crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -92,13 +94,13 @@ fn the_forbidden_arrows_stay_absent() {
         !uses("vector", "search"),
         "search reads vectors, not the reverse"
     );
-    for leaf in ["layer", "redact", "config"] {
-        assert!(
-            g.get(leaf).is_none_or(|d| d.is_empty()),
-            "`{leaf}` is a leaf: {:?}",
-            g[leaf]
-        );
-    }
+    // `layer` and `redact` live in the memex-store crate, and the local models in memex-embed:
+    // Cargo keeps them from importing anything of this crate. `config` is checked here.
+    assert!(
+        g.get("config").is_some_and(|d| d.is_empty()),
+        "`config` is a leaf: {:?}",
+        g.get("config")
+    );
     // The check sees imports at all (it would pass on an empty walk otherwise).
     assert!(uses("search", "vector") && uses("api", "search"));
 }

@@ -874,7 +874,7 @@ mod tests {
     #[test]
     fn full_text_secure_delete_is_on_only_while_wiping() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = crate::store::open(dir.path()).unwrap();
+        let mut conn = crate::open(dir.path()).unwrap();
         assert_eq!(secure_delete(&conn), [0; 4], "off for import and search");
         let during = wiping(&mut conn, |c| -> rusqlite::Result<Vec<i64>> {
             Ok(secure_delete(c))
@@ -891,7 +891,7 @@ mod tests {
     #[test]
     fn wiping_empties_the_champion_lists_which_name_words_of_what_was_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = crate::store::open(dir.path()).unwrap();
+        let mut conn = crate::open(dir.path()).unwrap();
         let lists = |c: &Connection| -> i64 {
             c.query_row("SELECT COUNT(*) FROM fts_champions", [], |r| r.get(0))
                 .unwrap()

@@ -241,7 +241,7 @@ fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     drop(ins);
     drop(fts_ins);
     keep_used_records(tx, b, &block_ids, &uses)?;
-    crate::store::release_raw(tx, released)?;
+    crate::release_raw(tx, released)?;
     if redactions > 0 {
         run(
             tx,
@@ -319,7 +319,7 @@ fn update_existing(
         (None, Some(z)) => {
             p.text.is_none()
                 && (p.text_z.as_deref() == Some(z.as_slice())
-                    || crate::store::unzstd_bytes(z) == p.m.text.as_bytes())
+                    || crate::unzstd_bytes(z) == p.m.text.as_bytes())
         }
         (None, None) => p.text.is_none() && p.text_z.is_none(),
     };
@@ -338,7 +338,7 @@ fn update_existing(
                 "INSERT INTO messages_fts (rowid, body) VALUES (?1, ?2)",
                 params![id, idx],
             )?;
-            crate::store::fts::reindexed(tx, "messages_fts", id)?;
+            crate::fts::reindexed(tx, "messages_fts", id)?;
         }
     }
     Ok((changed > 0).then_some((id, old_block)))
@@ -377,7 +377,7 @@ fn keep_used_records(
         let mut bytes = b.raw_blocks[i].len();
         if used.len() < records[i] {
             used.sort_by_key(|(_, r)| r.offset);
-            let all = crate::store::unzstd_bytes(&b.raw_blocks[i]);
+            let all = crate::unzstd_bytes(&b.raw_blocks[i]);
             let mut buf = Vec::new();
             let mut moved =
                 tx.prepare_cached("UPDATE messages SET raw_offset = ?2 WHERE id = ?1")?;
@@ -388,7 +388,7 @@ fn keep_used_records(
                 moved.execute([*msg, buf.len() as i64])?;
                 buf.extend_from_slice(rec);
             }
-            let packed = crate::store::zstd_bytes(&buf);
+            let packed = crate::zstd_bytes(&buf);
             bytes = packed.len();
             tx.prepare_cached("UPDATE raw_blocks SET data = ?2 WHERE id = ?1")?
                 .execute(params![id, packed])?;
@@ -744,7 +744,7 @@ fn session_pk_of(tx: &Connection, agent: &str, sid: &str) -> rusqlite::Result<i6
 /// number again; a rolled-back one keeps its number), and places sub-agent messages
 /// (read from their own files, without the parent's prompt counter) in the talk that was running
 /// when they were written.
-pub(in crate::store) fn refresh_session(tx: &Connection, pk: i64) -> rusqlite::Result<()> {
+pub(crate) fn refresh_session(tx: &Connection, pk: i64) -> rusqlite::Result<()> {
     // Asked first, because the update touches several rows, so it would flush the full-text
     // index (see [`apply_all`]) even when no row needs it, which is nearly always.
     let unplaced: bool = one(

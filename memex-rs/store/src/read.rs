@@ -808,7 +808,7 @@ mod tests {
     #[test]
     fn the_dashboards_days_count_only_their_window_and_read_only_its_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = crate::store::open(&dir.path().join("data")).unwrap();
+        let conn = crate::open(&dir.path().join("data")).unwrap();
         let t0 = 1_780_000_000_000 - 1_780_000_000_000 % DAY; // a UTC midnight
         for (agent, pk) in [("claude", 1), ("codex", 2)] {
             conn.execute(
@@ -927,7 +927,7 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        let conn = crate::store::open(&dir.path().join("data")).unwrap();
+        let conn = crate::open(&dir.path().join("data")).unwrap();
         for (i, p) in [
             mine.to_str().unwrap(),
             open.to_str().unwrap(),

@@ -7,7 +7,7 @@ use ai_cli_session_collector::ParsedMessage;
 
 use super::IngestOptions;
 use crate::redact;
-use crate::store::{COMPRESS_TEXT_ABOVE, fts, zstd_bytes};
+use crate::{COMPRESS_TEXT_ABOVE, fts, zstd_bytes};
 
 /// A message ready to be written.
 pub struct Prepared {
@@ -85,7 +85,7 @@ pub(super) fn redacted_title(t: &str) -> String {
 }
 
 /// [`redacted_title`], counting what it found.
-pub(in crate::store) fn redacted_title_tally(t: &str, tally: &mut redact::Tally) -> String {
+pub(crate) fn redacted_title_tally(t: &str, tally: &mut redact::Tally) -> String {
     let t = redact::redact_text_tally(t, tally);
     match t.find("<private>") {
         Some(i) => {

@@ -225,7 +225,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::store::{Writer, db_path};
+    use crate::{Writer, db_path};
 
     fn db_len(dir: &Path) -> u64 {
         std::fs::metadata(db_path(dir)).map_or(0, |m| m.len())

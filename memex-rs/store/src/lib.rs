@@ -1,8 +1,18 @@
-//! The L0 archive in SQLite: connections, migrations, the single writer thread, and the
-//! compression helpers the schema relies on.
+//! Memex's archive, a crate of its own: the L0 archive in SQLite (connections, migrations, the
+//! single writer thread, the compression helpers the schema relies on), ingest, full-text
+//! indexing, reads, forgetting and scrubbing, together with what storage needs and everything
+//! above it shares: the archive's layers ([`layer`]) and redaction ([`redact`]).
+//!
+//! It imports nothing from the rest of Memex (the service, search, vectors, compaction, the
+//! interfaces): Cargo enforces it, since this crate does not depend on `memex-rs`.
 //!
 //! One thread owns the write connection ([`Writer`]); everything else reads through its own
 //! connections in WAL mode, so readers never block the writer and vice versa.
+
+#![deny(unreachable_pub)]
+
+pub mod layer;
+pub mod redact;
 
 pub mod checkpoint;
 pub mod forget;
