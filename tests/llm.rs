@@ -575,7 +575,7 @@ async fn embeddings_over_openai_and_ollama() {
     ])
     .await;
     let c = settings("openai", &format!("{url}/v1"), false, 5);
-    let e = llm::embedding_provider("openai", &c).unwrap();
+    let e = llm::embedding_provider(memex::config::Provider::OpenAi, &c).unwrap();
     let v = e.embed_batch(&["a".into(), "b".into()]).await.unwrap();
     assert_eq!(
         v,
@@ -590,7 +590,7 @@ async fn embeddings_over_openai_and_ollama() {
         json!({"model": "embed-model", "input": ["a", "b"]})
     );
     let c = settings("ollama", &url, false, 5);
-    let e = llm::embedding_provider("ollama", &c).unwrap();
+    let e = llm::embedding_provider(memex::config::Provider::Ollama, &c).unwrap();
     assert_eq!(e.embed("x").await.unwrap(), vec![0.25, 0.75]);
     assert_eq!(f.seen.lock().unwrap()[1].path, "/api/embed");
 }

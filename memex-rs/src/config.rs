@@ -130,7 +130,7 @@ pub struct VectorSettings {
 impl Default for VectorSettings {
     fn default() -> Self {
         VectorSettings {
-            provider: "local".into(),
+            provider: VECTOR_LOCAL.into(),
             raw: "prompts+answers".into(),
             model: model::MODEL_NAME.into(),
             model_dir: String::new(),
@@ -150,15 +150,12 @@ impl VectorSettings {
     /// The cosine below which a vector result is dropped: `min_similarity`, else the local
     /// model's own floor, else 0.3.
     pub fn similarity_floor(&self) -> f64 {
-        let local = model::spec(&self.model).filter(|_| self.provider == "local");
+        let local = model::spec(&self.model).filter(|_| self.provider == VECTOR_LOCAL);
         self.min_similarity
             .unwrap_or(local.map_or(model::MINILM.similarity_floor, |m| m.similarity_floor))
     }
 }
 
-/// What `[vector] provider` accepts.
-pub const VECTOR_PROVIDERS: &[&str] =
-    &["local", "hashing", "ollama", "openai", "openrouter", "off"];
 /// What `[vector] raw` accepts.
 pub const VECTOR_RAW: &[&str] = &["prompts+answers", "all", "off"];
 pub const VECTOR_PRECISIONS: &[&str] = &["int8", "f32"];
@@ -331,7 +328,7 @@ impl Default for CompactSettings {
             l1_observations: true,
             l2_talk_summary: true,
             l3_session_summary: true,
-            provider: "heuristic".into(),
+            provider: HEURISTIC.into(),
             fallback: Vec::new(),
             concurrency: 2,
             max_attempts: 5,
@@ -380,17 +377,102 @@ impl Default for L1Settings {
 /// about a dollar with a frontier model. Beyond it jobs wait for the next day; none is dropped.
 pub const DEFAULT_DAILY_TOKEN_BUDGET: u64 = 200_000;
 
-/// The providers `[compact] provider` and `fallback` accept.
-pub const PROVIDERS: &[&str] = &["heuristic", "ollama", "openai", "openrouter", "anthropic"];
+/// A language-model service Memex can ask (`[compact.NAME]` configures each): the one place
+/// its names are spelled. `[compact] provider` and `fallback` name one of these or
+/// [`HEURISTIC`]; `[vector] provider` names one that [`embeds`](Provider::embeds) or a local
+/// embedder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Ollama,
+    OpenAi,
+    OpenRouter,
+    Anthropic,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 4] = [
+        Provider::Ollama,
+        Provider::OpenAi,
+        Provider::OpenRouter,
+        Provider::Anthropic,
+    ];
+
+    /// The name settings, logs and the `llm_usage` table use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Ollama => "ollama",
+            Provider::OpenAi => "openai",
+            Provider::OpenRouter => "openrouter",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether it offers an embedding endpoint Memex speaks (Anthropic has none).
+    pub fn embeds(self) -> bool {
+        self != Provider::Anthropic
+    }
+
+    /// The environment variable its key is read from when the settings name none.
+    pub fn key_variable(self) -> Option<&'static str> {
+        match self {
+            Provider::Ollama => None,
+            Provider::OpenAi => Some("OPENAI_API_KEY"),
+            Provider::OpenRouter => Some("OPENROUTER_API_KEY"),
+            Provider::Anthropic => Some("ANTHROPIC_API_KEY"),
+        }
+    }
+}
+
+/// The summariser inside Memex, which needs no model: the default `[compact] provider`.
+pub const HEURISTIC: &str = "heuristic";
+
+/// The embedders `[vector] provider` accepts besides the [`Provider`]s that embed: the model
+/// inside Memex, its feature-hashing stand-in, and none.
+pub const VECTOR_LOCAL: &str = "local";
+pub const VECTOR_HASHING: &str = "hashing";
+pub const VECTOR_OFF: &str = "off";
+
+/// What `[compact] provider` and `fallback` accept.
+pub fn compact_providers() -> Vec<&'static str> {
+    std::iter::once(HEURISTIC)
+        .chain(Provider::ALL.map(Provider::name))
+        .collect()
+}
+
+/// What `[vector] provider` accepts.
+pub fn vector_providers() -> Vec<&'static str> {
+    [VECTOR_LOCAL, VECTOR_HASHING]
+        .into_iter()
+        .chain(
+            Provider::ALL
+                .into_iter()
+                .filter(|p| p.embeds())
+                .map(Provider::name),
+        )
+        .chain([VECTOR_OFF])
+        .collect()
+}
 
 impl CompactSettings {
-    pub fn provider_settings(&self, name: &str) -> Option<&ProviderSettings> {
-        match name {
-            "ollama" => Some(&self.ollama),
-            "openai" => Some(&self.openai),
-            "openrouter" => Some(&self.openrouter),
-            "anthropic" => Some(&self.anthropic),
-            _ => None,
+    pub fn provider_settings(&self, p: Provider) -> &ProviderSettings {
+        match p {
+            Provider::Ollama => &self.ollama,
+            Provider::OpenAi => &self.openai,
+            Provider::OpenRouter => &self.openrouter,
+            Provider::Anthropic => &self.anthropic,
+        }
+    }
+
+    fn provider_settings_mut(&mut self, p: Provider) -> &mut ProviderSettings {
+        match p {
+            Provider::Ollama => &mut self.ollama,
+            Provider::OpenAi => &mut self.openai,
+            Provider::OpenRouter => &mut self.openrouter,
+            Provider::Anthropic => &mut self.anthropic,
         }
     }
 
@@ -605,24 +687,13 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
     if !settings.vector.model_dir.is_empty() {
         settings.vector.model_dir = expand(&settings.vector.model_dir, inputs.home, inputs.env);
     }
-    let c = &mut settings.compact;
-    for p in [
-        &mut c.ollama,
-        &mut c.openai,
-        &mut c.openrouter,
-        &mut c.anthropic,
-    ] {
+    for provider in Provider::ALL {
+        let p = settings.compact.provider_settings_mut(provider);
         p.api_key = expand(&p.api_key, inputs.home, inputs.env);
         p.endpoint = expand(&p.endpoint, inputs.home, inputs.env);
-    }
-    // The providers' own variables, when the config does not name a key.
-    for (p, var) in [
-        (&mut c.openai, "OPENAI_API_KEY"),
-        (&mut c.openrouter, "OPENROUTER_API_KEY"),
-        (&mut c.anthropic, "ANTHROPIC_API_KEY"),
-    ] {
+        // The provider's own variable, when the config does not name a key.
         if p.api_key.is_empty()
-            && let Some(v) = inputs.env.get(var)
+            && let Some(v) = provider.key_variable().and_then(|var| inputs.env.get(var))
         {
             p.api_key = v.clone();
         }
@@ -766,12 +837,13 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     for (key, name) in std::iter::once(("compact.provider", &c.provider))
         .chain(c.fallback.iter().map(|f| ("compact.fallback", f)))
     {
-        if !PROVIDERS.contains(&name.as_str()) {
+        let accepted = compact_providers();
+        if !accepted.contains(&name.as_str()) {
             return bad(
                 key,
                 format!(
                     "unknown provider `{name}`; accepted: {}",
-                    PROVIDERS.join(", ")
+                    accepted.join(", ")
                 ),
             );
         }
@@ -779,7 +851,7 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     range("compact.concurrency", c.concurrency as u64, 1, 16)?;
     let v = &s.vector;
     for (key, val, accepted) in [
-        ("vector.provider", &v.provider, VECTOR_PROVIDERS),
+        ("vector.provider", &v.provider, &vector_providers()[..]),
         ("vector.raw", &v.raw, VECTOR_RAW),
         ("vector.precision", &v.precision, VECTOR_PRECISIONS),
         (
@@ -842,12 +914,8 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
             "`auto` or a language name such as `English`".into(),
         );
     }
-    for (name, p) in [
-        ("ollama", &c.ollama),
-        ("openai", &c.openai),
-        ("openrouter", &c.openrouter),
-        ("anthropic", &c.anthropic),
-    ] {
+    for provider in Provider::ALL {
+        let (name, p) = (provider.name(), c.provider_settings(provider));
         let scheme_ok = p.endpoint.starts_with("http://") || p.endpoint.starts_with("https://");
         if !scheme_ok || p.endpoint.len() < 10 {
             return bad(
@@ -1001,13 +1069,8 @@ impl Settings {
         if !s.api.token.is_empty() {
             s.api.token = "(set)".into();
         }
-        let c = &mut s.compact;
-        for p in [
-            &mut c.ollama,
-            &mut c.openai,
-            &mut c.openrouter,
-            &mut c.anthropic,
-        ] {
+        for provider in Provider::ALL {
+            let p = s.compact.provider_settings_mut(provider);
             if !p.api_key.is_empty() {
                 p.api_key = "(set)".into();
             }

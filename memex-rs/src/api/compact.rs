@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, ApiResult, ApiState, Params, bool_field, check_id, find, json_body, read};
 use crate::compact::queue::{self, Compactor};
+use crate::layer::Layer;
 use crate::search;
 
 pub(super) fn compactor(st: &ApiState) -> Result<&Compactor, ApiError> {
@@ -145,7 +146,11 @@ pub(super) async fn compact_status(State(st): State<ApiState>, RawQuery(q): RawQ
     v["chain"] = json!(cs.chain());
     v["daily_token_budget"] = json!(cs.daily_token_budget);
     if let Some(c) = &st.compactor {
-        v["layers"] = json!({"l1": c.switches.l1, "l2": c.switches.l2, "l3": c.switches.l3});
+        v["layers"] = Layer::COMPACT
+            .into_iter()
+            .filter_map(|l| Some((l.job()?.to_owned(), json!(c.switches.on(l)))))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         v["budget"] = json!(
             c.engine
                 .budget_state()

@@ -18,7 +18,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::CompactSettings;
+use crate::config::{self, CompactSettings};
+use crate::layer::Layer;
 use crate::llm::{self, ChatProvider, ChatRequest, LlmError};
 
 /// The language a conversation is written in (summaries follow it).
@@ -206,7 +207,7 @@ pub const HEURISTIC_VERSION: &str = "heuristic-v3";
 impl Provenance {
     fn heuristic(fallback_reason: Option<String>) -> Provenance {
         Provenance {
-            provider: "heuristic".into(),
+            provider: config::HEURISTIC.into(),
             model: None,
             prompt_version: HEURISTIC_VERSION.into(),
             tokens_input: 0,
@@ -366,10 +367,8 @@ impl Engine {
         self.reachable()
             .filter(|p| self.paid(p.as_ref()))
             .map(|p| {
-                let endpoint = self
-                    .settings
-                    .provider_settings(p.name())
-                    .map_or("", |s| s.endpoint.as_str());
+                let endpoint = config::Provider::from_name(p.name())
+                    .map_or("", |x| self.settings.provider_settings(x).endpoint.as_str());
                 format!("{} ({endpoint})", p.name())
             })
             .collect()
@@ -555,27 +554,40 @@ impl Engine {
     }
 }
 
-/// Which layers are on, after "L3 turns L2 on".
+/// The compact layers that are on (`[compact] l1_observations`, `l2_talk_summary`,
+/// `l3_session_summary`), after "L3 turns L2 on".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Switches {
-    pub l1: bool,
-    pub l2: bool,
-    pub l3: bool,
-}
+pub struct Switches([bool; Layer::ALL.len()]);
 
 impl Switches {
+    /// Every compact layer on.
+    pub const ALL: Switches = Switches([false, true, true, true]);
+
+    /// Only `layers` on (the raw layer is never compacted: it is ignored).
+    pub fn only(layers: &[Layer]) -> Switches {
+        let mut on = [false; Layer::ALL.len()];
+        for l in layers.iter().filter(|l| l.job().is_some()) {
+            on[l.index()] = true;
+        }
+        Switches(on)
+    }
+
     pub fn from(c: &CompactSettings) -> Switches {
         if c.l3_session_summary && !c.l2_talk_summary {
             tracing::info!("l3_session_summary needs l2_talk_summary: turning L2 on");
         }
-        Switches {
-            l1: c.l1_observations,
-            l2: c.l2_talk_summary || c.l3_session_summary,
-            l3: c.l3_session_summary,
-        }
+        let mut on = [false; Layer::ALL.len()];
+        on[Layer::Observations.index()] = c.l1_observations;
+        on[Layer::Talks.index()] = c.l2_talk_summary || c.l3_session_summary;
+        on[Layer::Sessions.index()] = c.l3_session_summary;
+        Switches(on)
     }
 
-    pub fn any(&self) -> bool {
-        self.l1 || self.l2 || self.l3
+    pub fn on(self, layer: Layer) -> bool {
+        self.0[layer.index()]
+    }
+
+    pub fn any(self) -> bool {
+        self.0.contains(&true)
     }
 }

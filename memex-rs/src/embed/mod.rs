@@ -12,7 +12,7 @@ pub use memex_embed::{
 
 use std::sync::Arc;
 
-use crate::config::{CompactSettings, VectorSettings};
+use crate::config::{self, CompactSettings, Provider, VectorSettings};
 use crate::llm::EmbeddingProvider;
 
 /// The embedder the settings ask for. `local` is the in-process model, or the hashing
@@ -22,53 +22,47 @@ pub fn from_settings(
     compact: &CompactSettings,
     data_dir: &std::path::Path,
 ) -> Result<Arc<dyn Embedder>, EmbedError> {
-    match v.provider.as_str() {
-        "hashing" => Ok(Arc::new(hashing::Hashing::new(None))),
-        "ollama" | "openai" | "openrouter" => {
-            let p = crate::llm::embedding_provider(&v.provider, compact).ok_or_else(|| {
-                EmbedError::Setup(format!(
-                    "[vector] provider = \"{0}\" needs [compact.{0}] embedding_model",
-                    v.provider
-                ))
-            })?;
-            let model = compact
-                .provider_settings(&v.provider)
-                .map(|c| c.embedding_model.clone())
-                .unwrap_or_default();
-            Ok(Arc::new(Remote::new(p, &model, v.remote_dimension)))
+    if v.provider == config::VECTOR_HASHING {
+        return Ok(Arc::new(hashing::Hashing::new(None)));
+    }
+    if let Some(provider) = Provider::from_name(&v.provider).filter(|p| p.embeds()) {
+        let p = crate::llm::embedding_provider(provider, compact).ok_or_else(|| {
+            EmbedError::Setup(format!(
+                "[vector] provider = \"{0}\" needs [compact.{0}] embedding_model",
+                v.provider
+            ))
+        })?;
+        let model = &compact.provider_settings(provider).embedding_model;
+        return Ok(Arc::new(Remote::new(p, model, v.remote_dimension)));
+    }
+    let spec = model::configured(&v.model);
+    let dir = model::locate(spec, &v.model_dir, data_dir);
+    let loaded = model::verify(spec, &dir).and_then(|files| -> Result<Arc<dyn Embedder>, _> {
+        if spec.name == model::E5.name {
+            Ok(Arc::new(e5::E5::load(
+                &files,
+                v.threads,
+                v.precision == "int8",
+            )?))
+        } else {
+            Ok(Arc::new(minilm::MiniLm::load(
+                &files,
+                v.threads,
+                v.precision == "int8",
+            )?))
         }
-        _ => {
-            let spec = model::configured(&v.model);
-            let dir = model::locate(spec, &v.model_dir, data_dir);
-            let loaded =
-                model::verify(spec, &dir).and_then(|files| -> Result<Arc<dyn Embedder>, _> {
-                    if spec.name == model::E5.name {
-                        Ok(Arc::new(e5::E5::load(
-                            &files,
-                            v.threads,
-                            v.precision == "int8",
-                        )?))
-                    } else {
-                        Ok(Arc::new(minilm::MiniLm::load(
-                            &files,
-                            v.threads,
-                            v.precision == "int8",
-                        )?))
-                    }
-                });
-            match loaded {
-                Ok(m) => Ok(m),
-                Err(e) => {
-                    let reason = format!(
-                        "the embedding model {} is not usable ({e}); semantic search runs on a \
-                         feature-hashing stand-in that only matches shared words. Install the model with \
-                         `memex models install`",
-                        spec.name
-                    );
-                    tracing::warn!("{reason}");
-                    Ok(Arc::new(hashing::Hashing::new(Some(reason))))
-                }
-            }
+    });
+    match loaded {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            let reason = format!(
+                "the embedding model {} is not usable ({e}); semantic search runs on a \
+                 feature-hashing stand-in that only matches shared words. Install the model with \
+                 `memex models install`",
+                spec.name
+            );
+            tracing::warn!("{reason}");
+            Ok(Arc::new(hashing::Hashing::new(Some(reason))))
         }
     }
 }

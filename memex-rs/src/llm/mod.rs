@@ -40,7 +40,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::CompactSettings;
+use crate::config::{CompactSettings, Provider};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -238,30 +238,33 @@ pub fn is_loopback(endpoint: &str) -> bool {
 
 /// Builds the chat provider named `name` from the settings; `None` for `heuristic`.
 pub fn chat_provider(name: &str, c: &CompactSettings) -> Option<Arc<dyn ChatProvider>> {
-    let p = c.provider_settings(name)?;
+    let provider = Provider::from_name(name)?;
+    let p = c.provider_settings(provider);
     let core = http::HttpCore::new(name, Duration::from_secs(p.timeout_secs));
-    Some(match name {
-        "ollama" => Arc::new(ollama::Ollama::new(core, p)),
-        "anthropic" => Arc::new(anthropic::Anthropic::new(core, p)),
-        "openrouter" => Arc::new(openai::OpenAi::new(core, p, true)),
-        _ => Arc::new(openai::OpenAi::new(core, p, false)),
+    Some(match provider {
+        Provider::Ollama => Arc::new(ollama::Ollama::new(core, p)),
+        Provider::Anthropic => Arc::new(anthropic::Anthropic::new(core, p)),
+        Provider::OpenAi => Arc::new(openai::OpenAi::new(core, p, false)),
+        Provider::OpenRouter => Arc::new(openai::OpenAi::new(core, p, true)),
     })
 }
 
-/// Builds the embedding provider named `name` (`ollama`, `openai`, `openrouter`), if it has an
-/// embedding model configured.
-pub fn embedding_provider(name: &str, c: &CompactSettings) -> Option<Arc<dyn EmbeddingProvider>> {
-    let p = c.provider_settings(name)?;
+/// Builds the embedding provider `provider`, if it embeds and has an embedding model
+/// configured.
+pub fn embedding_provider(
+    provider: Provider,
+    c: &CompactSettings,
+) -> Option<Arc<dyn EmbeddingProvider>> {
+    let p = c.provider_settings(provider);
     if p.embedding_model.is_empty() {
         return None;
     }
-    let core = http::HttpCore::new(name, Duration::from_secs(p.timeout_secs));
-    match name {
-        "ollama" => Some(Arc::new(ollama::Ollama::new(core, p))),
-        "openai" | "openrouter" => {
-            Some(Arc::new(openai::OpenAi::new(core, p, name == "openrouter")))
-        }
-        _ => None,
+    let core = http::HttpCore::new(provider.name(), Duration::from_secs(p.timeout_secs));
+    match provider {
+        Provider::Ollama => Some(Arc::new(ollama::Ollama::new(core, p))),
+        Provider::OpenAi => Some(Arc::new(openai::OpenAi::new(core, p, false))),
+        Provider::OpenRouter => Some(Arc::new(openai::OpenAi::new(core, p, true))),
+        Provider::Anthropic => None,
     }
 }
 

@@ -566,7 +566,7 @@ impl ForSearch {
 pub async fn open_vectors(
     s: &crate::config::Settings,
 ) -> Result<Option<indexer::Vectors>, VectorError> {
-    if s.vector.provider == "off" {
+    if s.vector.provider == crate::config::VECTOR_OFF {
         return Ok(None);
     }
     let (v, c, data_dir) = (s.vector.clone(), s.compact.clone(), s.data_dir());

@@ -33,7 +33,7 @@ pub(super) fn account<T>(tx: &Transaction<'_>, w: &Written<T>) -> rusqlite::Resu
             params![day, s.provider, s.tokens_input as i64, s.tokens_output as i64],
         )?;
     }
-    let heuristic = w.provenance.provider == "heuristic";
+    let heuristic = w.provenance.provider == crate::config::HEURISTIC;
     bump(
         tx,
         if heuristic {

@@ -32,10 +32,10 @@ pub fn plan(
     let complete_to = if final_ { prompts } else { prompts - 1 };
     let mut n = 0;
     for p in (done + 1)..=complete_to {
-        if sw.l1 {
+        if sw.on(Layer::Observations) {
             n += enqueue(conn, Layer::Observations, pk, p, reason, false)?;
         }
-        if sw.l2 {
+        if sw.on(Layer::Talks) {
             n += enqueue(conn, Layer::Talks, pk, p, reason, false)?;
         }
     }
@@ -45,7 +45,7 @@ pub fn plan(
             params![pk, complete_to],
         )?;
     }
-    if final_ && sw.l3 && prompts > 0 {
+    if final_ && sw.on(Layer::Sessions) && prompts > 0 {
         // (Re)build the L3 unless it already covers every talk.
         let covered: Option<i64> = conn
             .query_row(

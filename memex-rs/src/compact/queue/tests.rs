@@ -9,11 +9,7 @@ use super::{Job, Output, claim, commit, defer, plan, regenerate, release};
 use crate::compact::{NotNow, Switches};
 use crate::layer::Layer;
 
-const ALL: Switches = Switches {
-    l1: true,
-    l2: true,
-    l3: true,
-};
+const ALL: Switches = Switches::ALL;
 
 fn archive() -> (tempfile::TempDir, Connection) {
     let dir = tempfile::tempdir().unwrap();
@@ -83,11 +79,7 @@ fn a_talk_is_planned_once_when_the_next_prompt_starts_and_the_l3_at_the_end() {
     assert_eq!(jobs(&conn, pk).len(), 7);
     // Only the switched-on layers are planned.
     let other = session(&conn, "s2", 2);
-    let l1_only = Switches {
-        l1: true,
-        l2: false,
-        l3: false,
-    };
+    let l1_only = Switches::only(&[Layer::Observations]);
     assert_eq!(plan(&conn, other, true, "idle", l1_only).unwrap(), 2);
     assert!(jobs(&conn, other).iter().all(|j| j.0 == "l1"));
 }
@@ -158,11 +150,7 @@ fn a_committed_job_is_done_once_and_a_released_one_runs_again() {
 fn an_outage_waits_without_an_attempt_and_failures_end_in_failed() {
     let (_d, conn) = archive();
     let pk = session(&conn, "s", 1);
-    let sw = Switches {
-        l1: false,
-        l2: true,
-        l3: false,
-    };
+    let sw = Switches::only(&[Layer::Talks]);
     plan(&conn, pk, true, "idle", sw).unwrap();
     let mut job = claim(&conn).unwrap().remove(0);
     let id = job.id;
