@@ -105,29 +105,6 @@ fn fit(v: &mut Value) {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct SearchArgs {
-    /// What to look for, in words or as a question. Rows with every significant word rank first,
-    /// then rows with at least half of them; a bare word also matches its plural and -ed/-ing
-    /// forms; "quoted phrases" stay together and match exactly; word* is a prefix.
-    pub query: String,
-    /// raw (every message, the default), observations (L1), talks (L2), sessions (L3) or all.
-    pub level: Option<String>,
-    /// Results, 1 to 100 (default 10).
-    pub limit: Option<u32>,
-    /// A project path (its cwd, git root or anything below) or part of a project name.
-    pub project: Option<String>,
-    /// The agent by name: claude, codex, gemini, cursor, cursor-ide, copilot, opencode, qwen,
-    /// antigravity, cline, roo, kiro, goose, crush, aider, amp or pi.
-    pub agent: Option<String>,
-    /// Only this session.
-    pub session: Option<String>,
-    /// Only after this time: RFC 3339, a date (2026-06-01) or an age (7d, 12h).
-    pub since: Option<String>,
-    /// Only before this time.
-    pub until: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct GetSessionArgs {
     /// A session id, or a prefix of one that only one session has.
     pub session_id: String,
@@ -211,30 +188,19 @@ impl MemexMcp {
     )]
     async fn search_history(
         &self,
-        Parameters(a): Parameters<SearchArgs>,
+        Parameters(a): Parameters<search::SearchRequest>,
     ) -> Result<CallToolResult, ErrorData> {
         if a.query.trim().is_empty() {
             return Err(bad("`query` must not be empty"));
         }
-        let params = search::SearchRequest {
-            query: a.query,
-            limit: a.limit.map(u64::from),
-            agent: a.agent,
-            project: a.project,
-            session: a.session,
-            since: a.since,
-            until: a.until,
-            level: a.level,
-            mode: None,
-        }
-        .check(100)
-        .map_err(|e| bad(e.to_string()))?;
+        let params = a.check(100).map_err(|e| bad(e.to_string()))?;
         let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
             .read(move |c| {
                 search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(
                     |e| match e {
-                        search::SearchError::TooManyTerms(_) => bad(e.to_string()),
+                        search::SearchError::TooManyTerms(_)
+                        | search::SearchError::NoVectors(_) => bad(e.to_string()),
                         other => internal(other),
                     },
                 )
@@ -278,13 +244,9 @@ impl MemexMcp {
                 if summary {
                     let mut v = queue::summary_view(c, s.pk, &s.session_id).map_err(internal)?;
                     if let Some(p) = prompt {
-                        for key in ["talks", "observations"] {
-                            if let Some(a) = v[key].as_array_mut() {
-                                a.retain(|x| x["prompt_number"].as_i64() == Some(p));
-                            }
-                        }
+                        v.only_talk(p);
                     }
-                    return Ok(v);
+                    return serde_json::to_value(v).map_err(internal);
                 }
                 let (rows, total) = read::session_messages_page(c, s.pk, prompt, offset, limit)
                     .map_err(internal)?;

@@ -555,33 +555,18 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
 }
 
 async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
-    let p = Params::parse(
-        q,
-        &[
-            "q", "limit", "agent", "project", "session", "since", "until", "level", "mode",
-        ],
-    )?;
-    let Some(query) = p.get("q") else {
+    let p = Params::parse(q, &search::QUERY_NAMES)?;
+    let bad = |e: search::BadParam| {
+        let name = if e.name == "query" { "q" } else { e.name };
+        ApiError::bad_parameter(format!("`{name}` {}", e.reason))
+    };
+    let request = search::SearchRequest::from_query(|k| p.get(k)).map_err(bad)?;
+    if request.query.is_empty() {
         return Err(ApiError::bad_parameter(
             "`q` is required: the words to look for",
         ));
-    };
-    let params = search::SearchRequest {
-        query,
-        limit: Some(u64::from(p.number("limit", 10, 1, 1000)?)),
-        agent: p.get("agent"),
-        project: p.get("project"),
-        session: p.get("session"),
-        since: p.get("since"),
-        until: p.get("until"),
-        level: p.get("level"),
-        mode: p.get("mode"),
     }
-    .check(1000)
-    .map_err(|e| {
-        let name = if e.name == "query" { "q" } else { e.name };
-        ApiError::bad_parameter(format!("`{name}` {}", e.reason))
-    })?;
+    let params = request.check(1000).map_err(bad)?;
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
         search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(|e| match e {
@@ -705,7 +690,9 @@ async fn summary_of(st: &ApiState, id: String) -> ApiResult {
         queue::summary_view(c, s.pk, &s.session_id).map_err(ApiError::internal)
     })
     .await?;
-    Ok(Json(v))
+    serde_json::to_value(v)
+        .map(Json)
+        .map_err(ApiError::internal)
 }
 
 async fn session_summary(

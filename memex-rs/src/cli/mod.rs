@@ -165,31 +165,8 @@ pub struct ImportArgs {
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// What to look for, in words or as a question. Rows with every significant word rank first,
-    /// then rows with at least half of them; a bare word also matches its plural and -ed/-ing
-    /// forms; "quoted phrases" stay together and match exactly; word* is a prefix.
-    pub query: String,
-    #[arg(long, default_value_t = 10)]
-    pub limit: usize,
-    #[arg(long)]
-    pub agent: Option<String>,
-    /// A project path (matches its cwd, git root or sub-folders) or part of a project name.
-    #[arg(long)]
-    pub project: Option<String>,
-    #[arg(long)]
-    pub session: Option<String>,
-    /// Only messages at or after this time (RFC 3339, 2026-06-01, or an age like 7d).
-    #[arg(long)]
-    pub since: Option<String>,
-    /// Only messages before this time.
-    #[arg(long)]
-    pub until: Option<String>,
-    /// raw (every message), observations (L1), talks (L2), sessions (L3) or all (fused).
-    #[arg(long, default_value = "raw")]
-    pub level: String,
-    /// hybrid (full text and vectors fused), fts (full text only) or vector (meaning only).
-    #[arg(long, default_value = "hybrid")]
-    pub mode: String,
+    #[command(flatten)]
+    pub request: crate::search::SearchRequest,
     #[arg(long)]
     pub json: bool,
 }

@@ -11,19 +11,8 @@ use crate::search;
 use crate::store;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
-    check_agent(&AdapterRegistry::new(), &a.agent)?;
-    let json = a.json;
-    let request = search::SearchRequest {
-        query: a.query,
-        limit: Some(a.limit as u64),
-        agent: a.agent,
-        project: a.project,
-        session: a.session,
-        since: a.since,
-        until: a.until,
-        level: Some(a.level),
-        mode: Some(a.mode),
-    };
+    check_agent(&AdapterRegistry::new(), &a.request.agent)?;
+    let (request, json) = (a.request, a.json);
     let params = request.clone().check(1000).map_err(|e| {
         let hint = match e.name {
             "limit" => "for example --limit 20",
@@ -79,21 +68,8 @@ fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::Searc
 /// (this process then says why), with a note on stderr otherwise (it failed, timed out, or
 /// answered what this version does not read).
 fn ask_service(ctx: &Ctx, addr: &str, r: &search::SearchRequest) -> Option<serde_json::Value> {
-    let limit = r.limit.unwrap_or(10).to_string();
-    let mut query: Vec<(&str, &str)> = vec![("q", &r.query), ("limit", &limit)];
-    for (name, value) in [
-        ("agent", &r.agent),
-        ("project", &r.project),
-        ("session", &r.session),
-        ("since", &r.since),
-        ("until", &r.until),
-        ("level", &r.level),
-        ("mode", &r.mode),
-    ] {
-        if let Some(v) = value {
-            query.push((name, v));
-        }
-    }
+    let pairs = r.to_query();
+    let query: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let service = crate::client::Service::of(&ctx.resolved.settings, Some(addr));
     let answer = service.get_json(
         "/api/search",

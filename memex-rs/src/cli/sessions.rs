@@ -61,7 +61,7 @@ pub(super) fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
             if format == "summary" {
                 let v = crate::compact::queue::summary_view(&conn, s.pk, &s.session_id)?;
                 if json {
-                    writeln!(out, "{v}")?;
+                    writeln!(out, "{}", serde_json::to_string(&v)?)?;
                 } else {
                     print_summary(&mut out, &v)?;
                 }
@@ -130,74 +130,31 @@ pub(super) fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(out: &mut impl Write, v: &serde_json::Value) -> Result<()> {
-    let list = |v: &serde_json::Value| {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
-    match v["session_summary"].as_object() {
+fn print_summary(out: &mut impl Write, v: &crate::compact::queue::SummaryView) -> Result<()> {
+    match &v.session_summary {
         Some(s) => {
-            writeln!(
-                out,
-                "# session {}
-",
-                v["session_id"].as_str().unwrap_or("")
-            )?;
-            writeln!(
-                out,
-                "{}
-",
-                s["summary"].as_str().unwrap_or("")
-            )?;
-            for k in s["key_points"].as_array().into_iter().flatten() {
-                writeln!(out, "- {}", k.as_str().unwrap_or(""))?;
+            writeln!(out, "# session {}\n", v.session_id)?;
+            writeln!(out, "{}\n", s.summary)?;
+            for k in &s.key_points {
+                writeln!(out, "- {k}")?;
             }
+            writeln!(out, "\ntechnologies: {}", s.technologies.join(", "))?;
+            writeln!(out, "files: {}", s.files_involved.join(", "))?;
+            let w = &s.written_by;
             writeln!(
                 out,
-                "
-technologies: {}",
-                list(&s["technologies"])
-            )?;
-            writeln!(out, "files: {}", list(&s["files_involved"]))?;
-            writeln!(
-                out,
-                "written by {} ({}), {} in / {} out tokens
-",
-                s["provider"].as_str().unwrap_or(""),
-                s["prompt_version"].as_str().unwrap_or(""),
-                s["tokens_input"],
-                s["tokens_output"]
+                "written by {} ({}), {} in / {} out tokens\n",
+                w.provider, w.prompt_version, w.tokens_input, w.tokens_output
             )?;
         }
-        None => writeln!(
-            out,
-            "# session {} (no session summary yet)
-",
-            v["session_id"].as_str().unwrap_or("")
-        )?,
+        None => writeln!(out, "# session {} (no session summary yet)\n", v.session_id)?,
     }
-    let observations = v["observations"].as_array().cloned().unwrap_or_default();
-    for t in v["talks"].as_array().into_iter().flatten() {
-        let p = t["prompt_number"].as_i64().unwrap_or(0);
-        writeln!(out, "## [{p}] {}", t["user_request"].as_str().unwrap_or(""))?;
-        writeln!(out, "{}", t["summary"].as_str().unwrap_or(""))?;
-        for o in observations
-            .iter()
-            .filter(|o| o["prompt_number"].as_i64() == Some(p))
-        {
-            writeln!(
-                out,
-                "  · {} [{}] {}",
-                o["title"].as_str().unwrap_or(""),
-                o["type"].as_str().unwrap_or(""),
-                o["subtitle"].as_str().unwrap_or("")
-            )?;
+    for t in &v.talks {
+        let p = t.prompt_number;
+        writeln!(out, "## [{p}] {}", t.user_request)?;
+        writeln!(out, "{}", t.summary)?;
+        for o in v.observations.iter().filter(|o| o.prompt_number == p) {
+            writeln!(out, "  · {} [{}] {}", o.title, o.kind, o.subtitle)?;
         }
         writeln!(out)?;
     }

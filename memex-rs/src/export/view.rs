@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use crate::compact::queue::SummaryView;
 use crate::store::read::{MessageRow, SessionRow, Usage};
 
 /// A session, ready to render.
@@ -154,14 +155,6 @@ pub fn one_line(s: &str, max: usize) -> String {
     out
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_owned))
-        .collect()
-}
-
 impl SessionView {
     /// Builds the view from a session's messages (in conversation order), its usage per talk
     /// and its compact layers ([`crate::compact::queue::summary_view`]).
@@ -170,39 +163,26 @@ impl SessionView {
         usage: Usage,
         messages: Vec<MessageRow>,
         talk_usage: BTreeMap<i64, Usage>,
-        layers: &Value,
+        layers: &SummaryView,
     ) -> SessionView {
-        let l2: HashMap<i64, String> = layers["talks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| {
-                Some((
-                    t["prompt_number"].as_i64()?,
-                    t["summary"].as_str()?.to_owned(),
-                ))
-            })
+        let l2: HashMap<i64, String> = layers
+            .talks
+            .iter()
+            .map(|t| (t.prompt_number, t.summary.clone()))
             .collect();
-        let summary = layers["session_summary"]
-            .as_object()
-            .map(|s| SessionSummary {
-                text: s
-                    .get("summary")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-                key_points: s.get("key_points").map(strings).unwrap_or_default(),
-                files: s.get("files_involved").map(strings).unwrap_or_default(),
-            });
-        let observations = layers["observations"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let summary = layers.session_summary.as_ref().map(|s| SessionSummary {
+            text: s.summary.clone(),
+            key_points: s.key_points.clone(),
+            files: s.files_involved.clone(),
+        });
+        let observations = layers
+            .observations
+            .iter()
             .map(|o| Observation {
-                prompt_number: o["prompt_number"].as_i64().unwrap_or(0),
-                kind: o["type"].as_str().unwrap_or("").to_owned(),
-                title: o["title"].as_str().unwrap_or("").to_owned(),
-                subtitle: o["subtitle"].as_str().unwrap_or("").to_owned(),
+                prompt_number: o.prompt_number,
+                kind: o.kind.clone(),
+                title: o.title.clone(),
+                subtitle: o.subtitle.clone(),
             })
             .collect();
 

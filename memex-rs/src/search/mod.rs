@@ -34,7 +34,7 @@ use serde::Serialize;
 
 pub use self::nearest::{HitText, Nearby, nearby};
 use self::nearest::{Prefilter, VectorSide};
-pub use self::params::{BadParam, MAX_QUERY_BYTES, SearchRequest, check_agent};
+pub use self::params::{BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent};
 use self::rank::{fts_layer, fuse};
 use crate::layer::Layer;
 use crate::store::read::Filter;

@@ -1,6 +1,11 @@
-//! A search as it arrives from outside, checked in one place for every surface: the CLI's
-//! flags, the HTTP query string and the MCP tool's arguments all become a [`SearchRequest`],
-//! and [`SearchRequest::check`] turns it into [`SearchParams`] or names what was wrong.
+//! A search as it arrives from outside, defined and checked in one place for every surface:
+//! the CLI's flags (clap reads [`SearchRequest`]'s fields and doc comments), the MCP tool's
+//! arguments (serde, and its JSON schema from the same comments), the HTTP query string
+//! ([`SearchRequest::from_query`]) and the CLI's request to the service
+//! ([`SearchRequest::to_query`]) all hold a [`SearchRequest`], and [`SearchRequest::check`]
+//! turns it into [`SearchParams`] or names what was wrong.
+
+use rmcp::schemars;
 
 use super::{Mode, Scope, SearchParams, parse_time};
 use crate::store::read::Filter;
@@ -8,19 +13,50 @@ use crate::store::read::Filter;
 /// The longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 2000;
 
-/// A search's parameters as a surface received them; empty texts count as not given.
-#[derive(Debug, Clone, Default)]
+// A search's parameters as a surface received them; empty texts count as not given. A field
+// added here is a CLI flag and an MCP argument at once; the query string names it in
+// `QUERY_NAMES`.
+/// A search of the archive.
+#[derive(Debug, Clone, Default, clap::Args, serde::Deserialize, schemars::JsonSchema)]
 pub struct SearchRequest {
+    /// What to look for, in words or as a question. Rows with every significant word rank first,
+    /// then rows with at least half of them; a bare word also matches its plural and -ed/-ing
+    /// forms; "quoted phrases" stay together and match exactly; word* is a prefix.
     pub query: String,
+    /// How many results (default 10; at most 100 through MCP, 1000 elsewhere).
+    #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
+    /// The agent by name: claude, codex, gemini, cursor, cursor-ide, copilot, opencode, qwen,
+    /// antigravity, cline, roo, kiro, goose, crush, aider, amp or pi.
+    #[arg(long)]
     pub agent: Option<String>,
+    /// A project path (matches its cwd, git root or sub-folders) or part of a project name.
+    #[arg(long)]
     pub project: Option<String>,
+    /// Only this session (its id).
+    #[arg(long)]
     pub session: Option<String>,
+    /// Only messages at or after this time: RFC 3339, a date (2026-06-01) or an age (7d, 12h).
+    #[arg(long)]
     pub since: Option<String>,
+    /// Only messages before this time (as `since`).
+    #[arg(long)]
     pub until: Option<String>,
+    /// raw (every message, the default), observations (L1), talks (L2), sessions (L3) or all
+    /// (fused).
+    #[arg(long)]
     pub level: Option<String>,
+    /// hybrid (full text and meaning fused, the default), fts (full text only) or vector
+    /// (meaning only).
+    #[arg(long)]
     pub mode: Option<String>,
 }
+
+/// The names of a search's parameters in a query string (`GET /api/search`):
+/// [`SearchRequest`]'s fields, with the query as `q`.
+pub const QUERY_NAMES: [&str; 9] = [
+    "q", "limit", "agent", "project", "session", "since", "until", "level", "mode",
+];
 
 /// A parameter that cannot be used: its name (as [`SearchRequest`] spells it; each surface
 /// shows it its own way, `--since` or `` `since` ``) and what is wrong with it.
@@ -53,6 +89,53 @@ fn given(v: Option<String>) -> Option<String> {
 }
 
 impl SearchRequest {
+    /// A search from a query string's values (`get` gives one by its name in [`QUERY_NAMES`]).
+    /// `limit` must be a whole number here; [`check`](Self::check) checks its range.
+    pub fn from_query(get: impl Fn(&str) -> Option<String>) -> Result<SearchRequest, BadParam> {
+        let limit = match get("limit") {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| bad("limit", format!("must be a whole number, got `{v}`")))?,
+            ),
+        };
+        Ok(SearchRequest {
+            query: get("q").unwrap_or_default(),
+            limit,
+            agent: get("agent"),
+            project: get("project"),
+            session: get("session"),
+            since: get("since"),
+            until: get("until"),
+            level: get("level"),
+            mode: get("mode"),
+        })
+    }
+
+    /// The query string [`from_query`](Self::from_query) reads back: the parameters given.
+    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+        let [q, limit, agent, project, session, since, until, level, mode] = QUERY_NAMES;
+        let mut out = vec![(q, self.query.clone())];
+        if let Some(n) = self.limit {
+            out.push((limit, n.to_string()));
+        }
+        for (name, value) in [
+            (agent, &self.agent),
+            (project, &self.project),
+            (session, &self.session),
+            (since, &self.since),
+            (until, &self.until),
+            (level, &self.level),
+            (mode, &self.mode),
+        ] {
+            if let Some(v) = value {
+                out.push((name, v.clone()));
+            }
+        }
+        out
+    }
+
     /// Checks every parameter. `limit` defaults to 10 and may be at most `max_limit`.
     pub fn check(self, max_limit: u64) -> Result<SearchParams, BadParam> {
         if self.query.len() > MAX_QUERY_BYTES {
@@ -188,5 +271,29 @@ mod tests {
             ..req()
         };
         assert_eq!(name(long), "query");
+    }
+
+    #[test]
+    fn a_query_string_reads_back_what_was_written() {
+        let r = SearchRequest {
+            query: "flaky upload".into(),
+            limit: Some(20),
+            agent: Some("codex".into()),
+            project: Some("/work/app".into()),
+            session: Some("abc".into()),
+            since: Some("7d".into()),
+            until: Some("2026-06-01".into()),
+            level: Some("talks".into()),
+            mode: Some("fts".into()),
+        };
+        let pairs = r.to_query();
+        assert_eq!(pairs.len(), QUERY_NAMES.len(), "every field is written");
+        let get = |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.clone());
+        let back = SearchRequest::from_query(get).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{r:?}"));
+        let only_q = req().to_query();
+        assert_eq!(only_q, vec![("q", "deadline".to_owned())]);
+        let bad_limit = SearchRequest::from_query(|k| (k == "limit").then(|| "ten".to_owned()));
+        assert_eq!(bad_limit.unwrap_err().name, "limit");
     }
 }

@@ -27,8 +27,8 @@ pub use self::plan::{
     RegenerateScope, converge, plan, plan_pending, regenerate, regenerate_levels, regenerate_scope,
 };
 pub use self::status::{
-    Coverage, DayUsage, JobError, Status, TokensSaved, ready_count, spend_today, status,
-    summary_view,
+    Coverage, DayUsage, JobError, ObservationView, SessionSummaryView, Status, SummaryView,
+    TalkSummaryView, TokensSaved, WrittenBy, ready_count, spend_today, status, summary_view,
 };
 pub use self::worker::Compactor;
 use crate::layer::Layer;

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::now_ms;
 use crate::layer::Layer;
@@ -197,23 +196,103 @@ pub fn status(conn: &Connection) -> rusqlite::Result<Status> {
     })
 }
 
-/// The summary view of a session: its L3, its L2s and its L1s.
-pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::Result<Value> {
-    let parse = |s: String| serde_json::from_str::<Value>(&s).unwrap_or(json!([]));
-    let prov = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<Value> {
-        Ok(json!({
-            "provider": r.get::<_, String>(i)?, "model": r.get::<_, Option<String>>(i + 1)?,
-            "prompt_version": r.get::<_, String>(i + 2)?, "tokens_input": r.get::<_, i64>(i + 3)?,
-            "tokens_output": r.get::<_, i64>(i + 4)?, "confidence": r.get::<_, f64>(i + 5)?,
-            "fallback_reason": r.get::<_, Option<String>>(i + 6)?,
-        }))
-    };
-    let merge = |mut a: Value, b: Value| {
-        if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
-            a.extend(b);
-        }
-        a
-    };
+/// A session's compact layers as every surface shows them (`memex sessions show --format
+/// summary`, `GET /api/sessions/{id}/summary`, MCP `get_session` with `format: summary`, the
+/// web page and exports): the session summary (L3), the talk summaries (L2) and the
+/// observations (L1), each with who wrote it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryView {
+    pub session_id: String,
+    pub session_summary: Option<SessionSummaryView>,
+    pub talks: Vec<TalkSummaryView>,
+    pub observations: Vec<ObservationView>,
+}
+
+impl SummaryView {
+    /// Only the talk `prompt` and its observations (the session summary stays).
+    pub fn only_talk(&mut self, prompt: i64) {
+        self.talks.retain(|t| t.prompt_number == prompt);
+        self.observations.retain(|o| o.prompt_number == prompt);
+    }
+}
+
+/// Who wrote a compact row: the provider (or the heuristic), its model and prompt version,
+/// what it cost, how sure it is, and why a fallback wrote it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenBy {
+    pub provider: String,
+    pub model: Option<String>,
+    pub prompt_version: String,
+    pub tokens_input: i64,
+    pub tokens_output: i64,
+    pub confidence: f64,
+    pub fallback_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummaryView {
+    pub summary: String,
+    pub key_points: Vec<String>,
+    pub files_involved: Vec<String>,
+    pub technologies: Vec<String>,
+    pub talks_covered: i64,
+    pub updated_at: Option<String>,
+    #[serde(flatten)]
+    pub written_by: WrittenBy,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TalkSummaryView {
+    pub prompt_number: i64,
+    pub user_request: String,
+    pub summary: String,
+    pub completed: String,
+    pub files_involved: Vec<String>,
+    pub raw_tokens: i64,
+    #[serde(flatten)]
+    pub written_by: WrittenBy,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ObservationView {
+    pub prompt_number: i64,
+    pub first_message_id: String,
+    pub last_message_id: String,
+    pub tool_name: String,
+    pub call_count: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub subtitle: String,
+    pub facts: Vec<String>,
+    pub narrative: String,
+    pub files_read: Vec<String>,
+    pub files_modified: Vec<String>,
+    #[serde(flatten)]
+    pub written_by: WrittenBy,
+}
+
+/// A list column as written by the queue (a JSON array of strings); anything else reads as
+/// empty.
+fn list(json: String) -> Vec<String> {
+    serde_json::from_str(&json).unwrap_or_default()
+}
+
+/// The [`WrittenBy`] columns (provider … fallback_reason) from column `i` on.
+fn written_by(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<WrittenBy> {
+    Ok(WrittenBy {
+        provider: r.get(i)?,
+        model: r.get(i + 1)?,
+        prompt_version: r.get(i + 2)?,
+        tokens_input: r.get(i + 3)?,
+        tokens_output: r.get(i + 4)?,
+        confidence: r.get(i + 5)?,
+        fallback_reason: r.get(i + 6)?,
+    })
+}
+
+/// The [`SummaryView`] of session `pk`.
+pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::Result<SummaryView> {
     let session_summary = conn
         .query_row(
             "SELECT summary, key_points, files_involved, technologies, talks_covered, updated_at,
@@ -221,15 +300,15 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
              FROM session_summaries WHERE session_pk = ?1",
             [pk],
             |r| {
-                Ok(merge(
-                    json!({
-                        "summary": r.get::<_, String>(0)?, "key_points": parse(r.get(1)?),
-                        "files_involved": parse(r.get(2)?), "technologies": parse(r.get(3)?),
-                        "talks_covered": r.get::<_, i64>(4)?,
-                        "updated_at": crate::store::read::iso(r.get(5)?),
-                    }),
-                    prov(r, 6)?,
-                ))
+                Ok(SessionSummaryView {
+                    summary: r.get(0)?,
+                    key_points: list(r.get(1)?),
+                    files_involved: list(r.get(2)?),
+                    technologies: list(r.get(3)?),
+                    talks_covered: r.get(4)?,
+                    updated_at: crate::store::read::iso(r.get(5)?),
+                    written_by: written_by(r, 6)?,
+                })
             },
         )
         .optional()?;
@@ -238,16 +317,17 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
                 provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
          FROM talk_summaries WHERE session_pk = ?1 ORDER BY prompt_number",
     )?;
-    let talks: Vec<Value> = st
+    let talks = st
         .query_map([pk], |r| {
-            Ok(merge(
-                json!({
-                    "prompt_number": r.get::<_, i64>(0)?, "user_request": r.get::<_, String>(1)?,
-                    "summary": r.get::<_, String>(2)?, "completed": r.get::<_, String>(3)?,
-                    "files_involved": parse(r.get(4)?), "raw_tokens": r.get::<_, i64>(5)?,
-                }),
-                prov(r, 6)?,
-            ))
+            Ok(TalkSummaryView {
+                prompt_number: r.get(0)?,
+                user_request: r.get(1)?,
+                summary: r.get(2)?,
+                completed: r.get(3)?,
+                files_involved: list(r.get(4)?),
+                raw_tokens: r.get(5)?,
+                written_by: written_by(r, 6)?,
+            })
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut st = conn.prepare(
@@ -256,27 +336,31 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
                 provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
          FROM observations WHERE session_pk = ?1 ORDER BY prompt_number, id",
     )?;
-    let observations: Vec<Value> = st
+    let observations = st
         .query_map([pk], |r| {
-            Ok(merge(
-                json!({
-                    "prompt_number": r.get::<_, i64>(0)?, "first_message_id": r.get::<_, String>(1)?,
-                    "last_message_id": r.get::<_, String>(2)?, "tool_name": r.get::<_, String>(3)?,
-                    "call_count": r.get::<_, i64>(4)?, "type": r.get::<_, String>(5)?,
-                    "title": r.get::<_, String>(6)?, "subtitle": r.get::<_, String>(7)?,
-                    "facts": parse(r.get(8)?), "narrative": r.get::<_, String>(9)?,
-                    "files_read": parse(r.get(10)?), "files_modified": parse(r.get(11)?),
-                }),
-                prov(r, 12)?,
-            ))
+            Ok(ObservationView {
+                prompt_number: r.get(0)?,
+                first_message_id: r.get(1)?,
+                last_message_id: r.get(2)?,
+                tool_name: r.get(3)?,
+                call_count: r.get(4)?,
+                kind: r.get(5)?,
+                title: r.get(6)?,
+                subtitle: r.get(7)?,
+                facts: list(r.get(8)?),
+                narrative: r.get(9)?,
+                files_read: list(r.get(10)?),
+                files_modified: list(r.get(11)?),
+                written_by: written_by(r, 12)?,
+            })
         })?
         .collect::<rusqlite::Result<_>>()?;
-    Ok(json!({
-        "session_id": session_id,
-        "session_summary": session_summary,
-        "talks": talks,
-        "observations": observations,
-    }))
+    Ok(SummaryView {
+        session_id: session_id.to_owned(),
+        session_summary,
+        talks,
+        observations,
+    })
 }
 
 /// Tokens (in + out) each provider spent today (UTC), for the budget.
