@@ -167,6 +167,7 @@ pub struct ImportArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub request: crate::search::SearchRequest,
+    /// Print the answer as JSON (the HTTP API's shape).
     #[arg(long)]
     pub json: bool,
 }

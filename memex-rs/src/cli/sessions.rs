@@ -134,12 +134,13 @@ fn print_summary(out: &mut impl Write, v: &crate::compact::queue::SummaryView) -
     match &v.session_summary {
         Some(s) => {
             writeln!(out, "# session {}\n", v.session_id)?;
-            writeln!(out, "{}\n", s.summary)?;
-            for k in &s.key_points {
+            let l3 = &s.summary;
+            writeln!(out, "{}\n", l3.summary)?;
+            for k in &l3.key_points {
                 writeln!(out, "- {k}")?;
             }
-            writeln!(out, "\ntechnologies: {}", s.technologies.join(", "))?;
-            writeln!(out, "files: {}", s.files_involved.join(", "))?;
+            writeln!(out, "\ntechnologies: {}", l3.technologies.join(", "))?;
+            writeln!(out, "files: {}", l3.files_involved.join(", "))?;
             let w = &s.written_by;
             writeln!(
                 out,
@@ -149,11 +150,12 @@ fn print_summary(out: &mut impl Write, v: &crate::compact::queue::SummaryView) -
         }
         None => writeln!(out, "# session {} (no session summary yet)\n", v.session_id)?,
     }
-    for t in &v.talks {
+    for t in v.talks.iter().map(|t| &t.talk) {
         let p = t.prompt_number;
         writeln!(out, "## [{p}] {}", t.user_request)?;
         writeln!(out, "{}", t.summary)?;
         for o in v.observations.iter().filter(|o| o.prompt_number == p) {
+            let o = &o.observation;
             writeln!(out, "  · {} [{}] {}", o.title, o.kind, o.subtitle)?;
         }
         writeln!(out)?;

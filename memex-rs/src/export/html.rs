@@ -218,7 +218,7 @@ impl SessionHtml {
             id: s.session_id.clone(),
             title: one_line(&v.title(), 160),
             facts,
-            summary: v.summary.as_ref().map(|x| x.text.clone()),
+            summary: v.summary.as_ref().map(|x| x.summary.clone()),
             key_points: v
                 .summary
                 .as_ref()
@@ -227,7 +227,7 @@ impl SessionHtml {
             files: v
                 .summary
                 .as_ref()
-                .map(|x| x.files.clone())
+                .map(|x| x.files_involved.clone())
                 .unwrap_or_default(),
             preamble: groups(&v.preamble, max_output),
             talks: v.talks.iter().map(|t| talk(v, t, max_output)).collect(),

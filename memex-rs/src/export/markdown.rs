@@ -299,7 +299,7 @@ pub fn render(v: &SessionView) -> String {
     }
     out.push('\n');
     if let Some(sum) = &v.summary {
-        let _ = writeln!(out, "**Session summary.** {}\n", inline(&sum.text));
+        let _ = writeln!(out, "**Session summary.** {}\n", inline(&sum.summary));
         for p in &sum.key_points {
             let _ = writeln!(out, "- {}", inline(p));
         }

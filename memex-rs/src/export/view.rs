@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use crate::compact::queue::SummaryView;
+use crate::compact::queue::{ObservationView, SummaryView};
+use crate::compact::{Observation, SessionSummary};
 use crate::store::read::{MessageRow, SessionRow, Usage};
 
 /// A session, ready to render.
@@ -21,22 +22,7 @@ pub struct SessionView {
     pub preamble: Vec<Entry>,
     pub talks: Vec<Talk>,
     /// The observations (L1), in talk order.
-    pub observations: Vec<Observation>,
-}
-
-#[derive(Debug, Clone)]
-pub struct SessionSummary {
-    pub text: String,
-    pub key_points: Vec<String>,
-    pub files: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Observation {
-    pub prompt_number: i64,
-    pub kind: String,
-    pub title: String,
-    pub subtitle: String,
+    pub observations: Vec<ObservationView>,
 }
 
 /// One prompt and everything done for it.
@@ -168,23 +154,10 @@ impl SessionView {
         let l2: HashMap<i64, String> = layers
             .talks
             .iter()
-            .map(|t| (t.prompt_number, t.summary.clone()))
+            .map(|t| (t.talk.prompt_number, t.talk.summary.clone()))
             .collect();
-        let summary = layers.session_summary.as_ref().map(|s| SessionSummary {
-            text: s.summary.clone(),
-            key_points: s.key_points.clone(),
-            files: s.files_involved.clone(),
-        });
-        let observations = layers
-            .observations
-            .iter()
-            .map(|o| Observation {
-                prompt_number: o.prompt_number,
-                kind: o.kind.clone(),
-                title: o.title.clone(),
-                subtitle: o.subtitle.clone(),
-            })
-            .collect();
+        let summary = layers.session_summary.as_ref().map(|s| s.summary.clone());
+        let observations = layers.observations.clone();
 
         // Results by the call they answer; a result with no call in the session stands alone.
         let call_ids: std::collections::HashSet<&str> = messages
@@ -295,6 +268,7 @@ impl SessionView {
         self.observations
             .iter()
             .filter(move |o| o.prompt_number == n)
+            .map(|o| &o.observation)
     }
 
     /// The session's span, size and tokens, as lines of its header.

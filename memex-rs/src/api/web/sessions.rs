@@ -248,7 +248,7 @@ pub(super) async fn session_page(
             .observations
             .iter()
             .filter(|o| s.talks.iter().any(|t| t.number == o.prompt_number))
-            .map(|o| (o.prompt_number, o.title.clone()))
+            .map(|o| (o.prompt_number, o.observation.title.clone()))
             .collect(),
         parent: v.session.parent_session_id.clone(),
         updated,

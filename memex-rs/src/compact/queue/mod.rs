@@ -28,7 +28,7 @@ pub use self::plan::{
 };
 pub use self::status::{
     Coverage, DayUsage, JobError, ObservationView, SessionSummaryView, Status, SummaryView,
-    TalkSummaryView, TokensSaved, WrittenBy, ready_count, spend_today, status, summary_view,
+    TalkSummaryView, TokensSaved, ready_count, spend_today, status, summary_view,
 };
 pub use self::worker::Compactor;
 use crate::layer::Layer;

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::now_ms;
+use crate::compact::{Observation, Provenance, SessionSummary, TalkSummary};
 use crate::layer::Layer;
 
 /// Queue and layer figures for `memex compact status`, `/api/compact/status` and stats.
@@ -211,65 +212,36 @@ pub struct SummaryView {
 impl SummaryView {
     /// Only the talk `prompt` and its observations (the session summary stays).
     pub fn only_talk(&mut self, prompt: i64) {
-        self.talks.retain(|t| t.prompt_number == prompt);
+        self.talks.retain(|t| t.talk.prompt_number == prompt);
         self.observations.retain(|o| o.prompt_number == prompt);
     }
 }
 
-/// Who wrote a compact row: the provider (or the heuristic), its model and prompt version,
-/// what it cost, how sure it is, and why a fallback wrote it.
-#[derive(Debug, Clone, Serialize)]
-pub struct WrittenBy {
-    pub provider: String,
-    pub model: Option<String>,
-    pub prompt_version: String,
-    pub tokens_input: i64,
-    pub tokens_output: i64,
-    pub confidence: f64,
-    pub fallback_reason: Option<String>,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionSummaryView {
-    pub summary: String,
-    pub key_points: Vec<String>,
-    pub files_involved: Vec<String>,
-    pub technologies: Vec<String>,
-    pub talks_covered: i64,
+    #[serde(flatten)]
+    pub summary: SessionSummary,
     pub updated_at: Option<String>,
     #[serde(flatten)]
-    pub written_by: WrittenBy,
+    pub written_by: Provenance,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TalkSummaryView {
-    pub prompt_number: i64,
-    pub user_request: String,
-    pub summary: String,
-    pub completed: String,
-    pub files_involved: Vec<String>,
+    #[serde(flatten)]
+    pub talk: TalkSummary,
     pub raw_tokens: i64,
     #[serde(flatten)]
-    pub written_by: WrittenBy,
+    pub written_by: Provenance,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ObservationView {
     pub prompt_number: i64,
-    pub first_message_id: String,
-    pub last_message_id: String,
-    pub tool_name: String,
-    pub call_count: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub subtitle: String,
-    pub facts: Vec<String>,
-    pub narrative: String,
-    pub files_read: Vec<String>,
-    pub files_modified: Vec<String>,
     #[serde(flatten)]
-    pub written_by: WrittenBy,
+    pub observation: Observation,
+    #[serde(flatten)]
+    pub written_by: Provenance,
 }
 
 /// A list column as written by the queue (a JSON array of strings); anything else reads as
@@ -278,9 +250,9 @@ fn list(json: String) -> Vec<String> {
     serde_json::from_str(&json).unwrap_or_default()
 }
 
-/// The [`WrittenBy`] columns (provider … fallback_reason) from column `i` on.
-fn written_by(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<WrittenBy> {
-    Ok(WrittenBy {
+/// The [`Provenance`] columns (provider … fallback_reason) from column `i` on.
+fn written_by(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Provenance> {
+    Ok(Provenance {
         provider: r.get(i)?,
         model: r.get(i + 1)?,
         prompt_version: r.get(i + 2)?,
@@ -301,11 +273,13 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
             [pk],
             |r| {
                 Ok(SessionSummaryView {
-                    summary: r.get(0)?,
-                    key_points: list(r.get(1)?),
-                    files_involved: list(r.get(2)?),
-                    technologies: list(r.get(3)?),
-                    talks_covered: r.get(4)?,
+                    summary: SessionSummary {
+                        summary: r.get(0)?,
+                        key_points: list(r.get(1)?),
+                        files_involved: list(r.get(2)?),
+                        technologies: list(r.get(3)?),
+                        talks_covered: r.get(4)?,
+                    },
                     updated_at: crate::store::read::iso(r.get(5)?),
                     written_by: written_by(r, 6)?,
                 })
@@ -320,11 +294,13 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
     let talks = st
         .query_map([pk], |r| {
             Ok(TalkSummaryView {
-                prompt_number: r.get(0)?,
-                user_request: r.get(1)?,
-                summary: r.get(2)?,
-                completed: r.get(3)?,
-                files_involved: list(r.get(4)?),
+                talk: TalkSummary {
+                    prompt_number: r.get(0)?,
+                    user_request: r.get(1)?,
+                    summary: r.get(2)?,
+                    completed: r.get(3)?,
+                    files_involved: list(r.get(4)?),
+                },
                 raw_tokens: r.get(5)?,
                 written_by: written_by(r, 6)?,
             })
@@ -333,24 +309,28 @@ pub fn summary_view(conn: &Connection, pk: i64, session_id: &str) -> rusqlite::R
     let mut st = conn.prepare(
         "SELECT prompt_number, first_message_id, last_message_id, tool_name, call_count, type, title,
                 subtitle, facts, narrative, files_read, files_modified,
-                provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason
+                provider, model, prompt_version, tokens_input, tokens_output, confidence, fallback_reason,
+                ts
          FROM observations WHERE session_pk = ?1 ORDER BY prompt_number, id",
     )?;
     let observations = st
         .query_map([pk], |r| {
             Ok(ObservationView {
                 prompt_number: r.get(0)?,
-                first_message_id: r.get(1)?,
-                last_message_id: r.get(2)?,
-                tool_name: r.get(3)?,
-                call_count: r.get(4)?,
-                kind: r.get(5)?,
-                title: r.get(6)?,
-                subtitle: r.get(7)?,
-                facts: list(r.get(8)?),
-                narrative: r.get(9)?,
-                files_read: list(r.get(10)?),
-                files_modified: list(r.get(11)?),
+                observation: Observation {
+                    first_message_id: r.get(1)?,
+                    last_message_id: r.get(2)?,
+                    tool_name: r.get(3)?,
+                    call_count: r.get(4)?,
+                    kind: r.get(5)?,
+                    title: r.get(6)?,
+                    subtitle: r.get(7)?,
+                    facts: list(r.get(8)?),
+                    narrative: r.get(9)?,
+                    files_read: list(r.get(10)?),
+                    files_modified: list(r.get(11)?),
+                    ts: r.get(19)?,
+                },
                 written_by: written_by(r, 12)?,
             })
         })?
