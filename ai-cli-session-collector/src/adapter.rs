@@ -395,12 +395,12 @@ pub(crate) struct Emit {
 }
 
 impl Emit {
-    pub fn push(&mut self, m: ParsedMessage) {
+    pub(crate) fn push(&mut self, m: ParsedMessage) {
         self.out.messages.push(m);
     }
 
     /// Reports a record that is stored, but part of which could not be used.
-    pub fn note<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
+    pub(crate) fn note<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
         self.out.issues.push(ParseIssue {
             line: rec.line,
             byte_offset: rec.offset,
@@ -411,7 +411,7 @@ impl Emit {
 
     /// Reports a problem at a place of a source that has no JSONL record (a document's element,
     /// a database row): `line` is the element's index or row id.
-    pub fn issue(&mut self, line: u64, reason: impl Into<String>, kept: bool) {
+    pub(crate) fn issue(&mut self, line: u64, reason: impl Into<String>, kept: bool) {
         self.out.issues.push(ParseIssue {
             line,
             // The position is the only key a problem without a byte offset has.
@@ -422,7 +422,7 @@ impl Emit {
     }
 
     /// Reports a record that was decoded but could not be used, and is skipped.
-    pub fn skip<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
+    pub(crate) fn skip<T>(&mut self, rec: &Record<'_, T>, reason: impl Into<String>) {
         self.out.issues.push(ParseIssue {
             line: rec.line,
             byte_offset: rec.offset,

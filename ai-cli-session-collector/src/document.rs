@@ -16,7 +16,7 @@ use crate::model::{Cursor, Edit, ParseIssue, ParseOutput};
 use crate::{ParseError, reader};
 
 /// What an adapter made of a document.
-pub enum Read {
+pub(crate) enum Read {
     /// The document was read; the messages pushed are all it holds now.
     Whole,
     /// The document is being written (half a JSON value): wait for the next change.

@@ -83,7 +83,7 @@ pub(crate) enum Key<'de> {
 }
 
 impl Key<'_> {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             Key::Borrowed(s) => s,
             Key::Owned(s) => s,
@@ -235,12 +235,12 @@ pub(crate) struct Str(pub Option<String>);
 
 impl Str {
     /// The string, empty or not.
-    pub fn get(&self) -> Option<&str> {
+    pub(crate) fn get(&self) -> Option<&str> {
         self.0.as_deref()
     }
 
     /// The string when it is not empty, owned.
-    pub fn non_empty(&self) -> Option<String> {
+    pub(crate) fn non_empty(&self) -> Option<String> {
         self.0.as_ref().filter(|s| !s.is_empty()).cloned()
     }
 }
@@ -309,7 +309,7 @@ impl<'de> Deserialize<'de> for NotNull {
 pub(crate) struct Obj<T>(Option<T>);
 
 impl<T> Obj<T> {
-    pub fn object(&self) -> Option<&T> {
+    pub(crate) fn object(&self) -> Option<&T> {
         self.0.as_ref()
     }
 }

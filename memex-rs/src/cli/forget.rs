@@ -50,7 +50,7 @@ impl ForgetArgs {
     }
 }
 
-pub fn run_forget(ctx: &Ctx, a: ForgetArgs) -> Result<()> {
+pub(super) fn run_forget(ctx: &Ctx, a: ForgetArgs) -> Result<()> {
     let s = &ctx.resolved.settings;
     let dir = s.data_dir();
     let (sel, _) = crate::api::forget_request(&a.body(true)).map_err(|e| {
@@ -196,7 +196,7 @@ fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()
     Ok(())
 }
 
-pub fn run_scrub(ctx: &Ctx, json: bool) -> Result<()> {
+pub(super) fn run_scrub(ctx: &Ctx, json: bool) -> Result<()> {
     let s = &ctx.resolved.settings;
     let dir = s.data_dir();
     let report = match store::lock::serving_addr(&dir) {

@@ -130,7 +130,7 @@ const HARNESS_TEXT: &[&str] = &[
 /// harness puts there ([`HARNESS_TEXT`]), or a pasted log with no word of the user's own (five
 /// lines or more, every one of them a log, trace or code line, and no question mark). Memory
 /// for such a prompt answers a question nobody asked.
-pub fn machine_written(prompt: &str) -> Option<&'static str> {
+pub(super) fn machine_written(prompt: &str) -> Option<&'static str> {
     let p = prompt.trim_start();
     if HARNESS_TEXT.iter().any(|m| p.starts_with(m)) {
         return Some("written by the agent's harness, not typed");

@@ -431,7 +431,7 @@ fn newest_sql(fts: &str, join: &str, cond: &str, limit: usize, column: &str) -> 
 /// The fewest of a query's `n` terms a row must have to be a result: half of them, rounded
 /// down, at least one (one of two or three, two of four or five). Rounded down because an
 /// unquoted CJK word counts as its bigrams: 认证成功 is three of them for two words.
-pub fn least_terms(n: usize) -> usize {
+pub(super) fn least_terms(n: usize) -> usize {
     (n / 2).max(1)
 }
 

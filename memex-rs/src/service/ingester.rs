@@ -57,7 +57,11 @@ pub const MAX_PROJECT_ROOTS: usize = 1000;
 impl ProjectRoots {
     /// Runs until the ingester goes: each nudge (those sent meanwhile count once) reads the
     /// projects again.
-    pub fn run(mut self, registry: Arc<AdapterRegistry>, nudges: std::sync::mpsc::Receiver<()>) {
+    pub(super) fn run(
+        mut self,
+        registry: Arc<AdapterRegistry>,
+        nudges: std::sync::mpsc::Receiver<()>,
+    ) {
         while nudges.recv().is_ok() {
             while nudges.try_recv().is_ok() {}
             let added = self.refresh(&registry);
@@ -72,7 +76,7 @@ impl ProjectRoots {
 
     /// Reads the archive's projects when sessions were added (or a while has passed), and hands
     /// the watcher the roots they bring. The roots added.
-    pub fn refresh(&mut self, registry: &AdapterRegistry) -> Vec<(String, PathBuf)> {
+    pub(super) fn refresh(&mut self, registry: &AdapterRegistry) -> Vec<(String, PathBuf)> {
         let top = self
             .pool
             .with(|c| {
@@ -117,7 +121,7 @@ impl ProjectRoots {
 }
 
 impl Ingester {
-    pub fn run(self, mut changes: mpsc::Receiver<Change>) {
+    pub(super) fn run(self, mut changes: mpsc::Receiver<Change>) {
         self.state.set_phase("backfilling");
         let mut all = Change {
             since: None,

@@ -9,8 +9,6 @@
 //! One thread owns the write connection ([`Writer`]); everything else reads through its own
 //! connections in WAL mode, so readers never block the writer and vice versa.
 
-#![deny(unreachable_pub)]
-
 pub mod layer;
 pub mod redact;
 

@@ -16,7 +16,7 @@ const PALETTE: &[&str] = &[
 /// Series beyond this many are summed into "other".
 const MAX_SERIES: usize = 8;
 
-pub struct Rect {
+pub(super) struct Rect {
     pub x: f64,
     pub y: f64,
     pub w: f64,
@@ -25,20 +25,20 @@ pub struct Rect {
     pub title: String,
 }
 
-pub struct Label {
+pub(super) struct Label {
     pub x: f64,
     pub y: f64,
     pub text: String,
 }
 
-pub struct Legend {
+pub(super) struct Legend {
     pub color: &'static str,
     pub name: String,
     pub total: String,
 }
 
 /// A chart ready for the template.
-pub struct Chart {
+pub(super) struct Chart {
     pub title: String,
     /// The title as an element id (`tokens-used-per-day`), naming the figure.
     pub id: String,
@@ -55,7 +55,7 @@ pub struct Chart {
 }
 
 /// `12.3k`, `4.5M`.
-pub fn short(n: f64) -> String {
+pub(super) fn short(n: f64) -> String {
     let a = n.abs();
     if a >= 1e9 {
         format!("{:.1}G", n / 1e9)
@@ -92,7 +92,7 @@ fn days_between(first: &str, last: &str) -> Vec<String> {
 
 /// A stacked bar chart of `rows` (day, series, value) over the days from `first_day` to
 /// `last_day`.
-pub fn stacked(
+pub(super) fn stacked(
     title: &str,
     unit: &str,
     rows: &[DayCount],

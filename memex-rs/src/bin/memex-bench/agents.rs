@@ -39,7 +39,7 @@ fn sentence(rng: &mut Rng, words: usize) -> String {
 }
 
 /// A Crush database of `rows` messages (prompts, answers, tool calls and results).
-pub fn crush_db(path: &Path, rows: usize, rng: &mut Rng) {
+pub(crate) fn crush_db(path: &Path, rows: usize, rng: &mut Rng) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let _ = std::fs::remove_file(path);
     let mut c = Connection::open(path).unwrap();
@@ -125,7 +125,7 @@ fn roo_tasks(dir: &Path, rows: usize, rng: &mut Rng) {
 
 /// `generate-agents --out DIR --rows N`: `DIR/crush/bench-project` (a project folder with
 /// `.crush/crush.db`) and `DIR/roo/tasks`.
-pub fn generate(out: &Path, rows: usize) {
+pub(crate) fn generate(out: &Path, rows: usize) {
     let mut rng = Rng(0x0a9e_17c0);
     let t = Instant::now();
     crush_db(
@@ -141,7 +141,7 @@ pub fn generate(out: &Path, rows: usize) {
 }
 
 /// The roots of a `generate-agents` corpus that exist.
-pub fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn roots(corpus: &Path) -> Vec<(String, PathBuf)> {
     [
         ("crush", corpus.join("crush/bench-project")),
         ("roo", corpus.join("roo/tasks")),
@@ -160,7 +160,7 @@ fn pct(v: &[f64], p: f64) -> f64 {
 
 /// `live-db --memex BIN [--rows N] [--inserts N]`: a real service on a Crush database of `rows`
 /// messages; `inserts` prompts committed one at a time, each timed until search finds it.
-pub fn live(memex: &Path, rows: usize, inserts: usize) {
+pub(crate) fn live(memex: &Path, rows: usize, inserts: usize) {
     let tmp = std::env::temp_dir().join(format!("memex-live-db-{}", std::process::id()));
     let project = tmp.join("project");
     let db = project.join(".crush/crush.db");

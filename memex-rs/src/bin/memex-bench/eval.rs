@@ -21,7 +21,7 @@ use memex::store;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
-pub struct Topics {
+pub(crate) struct Topics {
     pub topics: Vec<Topic>,
     pub no_answer: Vec<String>,
     /// Prompts about topics absent from the corpus (negative controls of `inject`).
@@ -30,7 +30,7 @@ pub struct Topics {
 }
 
 #[derive(Deserialize)]
-pub struct Topic {
+pub(crate) struct Topic {
     pub id: String,
     /// `en` (the default), `zh` or `ja`.
     #[serde(default = "english")]
@@ -45,7 +45,7 @@ pub struct Topic {
 }
 
 #[derive(Deserialize)]
-pub struct Question {
+pub(crate) struct Question {
     pub q: String,
     pub kind: String,
     /// When the question is in another language than its topic (`en-zh`).
@@ -69,7 +69,7 @@ fn cjk_pairs(text: &str) -> BTreeSet<String> {
 }
 
 /// The eval corpus, imported, compacted and embedded.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub topics: Topics,
     /// The session id of each topic, in order.
     pub ids: Vec<String>,
@@ -231,7 +231,7 @@ fn grep_rank(files: &[(PathBuf, String, String)], q: &str) -> Vec<String> {
 
 /// Builds the corpus in `work` (removed first, unless `reuse` finds an archive there) and
 /// imports, compacts and embeds it.
-pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -> Prepared {
+pub(crate) fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -> Prepared {
     let topics: Topics = serde_json::from_str(include_str!("eval-topics.json")).unwrap();
     let corpus = work.join("corpus");
     let data = work.join("data");
@@ -331,7 +331,7 @@ pub fn prepare(work: &Path, distractors: usize, all_agents: bool, reuse: bool) -
 }
 
 /// `reuse`: the archive (and vectors) an earlier run left in `work` is asked again, as it is.
-pub fn run(work: &Path, distractors: usize, reuse: bool) {
+pub(crate) fn run(work: &Path, distractors: usize, reuse: bool) {
     let Prepared {
         topics,
         ids,

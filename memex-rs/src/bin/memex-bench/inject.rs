@@ -128,7 +128,13 @@ fn prompts(p: &crate::eval::Prepared, conn: &rusqlite::Connection) -> Vec<Prompt
 
 const LEVEL_NAMES: [&str; 4] = ["observations", "talks", "sessions", "messages"];
 
-pub fn run(work: &Path, distractors: usize, memex_bin: Option<PathBuf>, runs: usize, reuse: bool) {
+pub(crate) fn run(
+    work: &Path,
+    distractors: usize,
+    memex_bin: Option<PathBuf>,
+    runs: usize,
+    reuse: bool,
+) {
     let p = crate::eval::prepare(work, distractors, true, reuse);
     let conn = store::connect(&store::db_path(&p.data)).unwrap();
     let rt = p.runtime.handle().clone();

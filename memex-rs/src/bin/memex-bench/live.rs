@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub struct Options {
+pub(crate) struct Options {
     pub memex: PathBuf,
     pub corpus: PathBuf,
     pub data: PathBuf,
@@ -109,7 +109,7 @@ fn start(o: &Options, home: &Path, live_root: &Path) -> Service {
     Service { child, addr }
 }
 
-pub fn run(o: Options) {
+pub(crate) fn run(o: Options) {
     let tmp = std::env::temp_dir().join(format!("memex-live-bench-{}", std::process::id()));
     let live_root = tmp.join("claude-live");
     let project = live_root.join("-bench-live");

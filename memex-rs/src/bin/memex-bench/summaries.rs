@@ -99,7 +99,7 @@ const PLEASANTRIES: &[&str] = &[
 ];
 
 /// Whether `s` is a pleasantry and nothing more (its parts between punctuation each one).
-pub fn is_pleasantry(s: &str) -> bool {
+pub(crate) fn is_pleasantry(s: &str) -> bool {
     let t = s.trim().to_lowercase();
     let parts: Vec<&str> = t
         .split(['.', '!', '?', ',', ';', '…'])
@@ -214,7 +214,7 @@ fn rows(conn: &Connection, pk: i64) -> Rows {
 
 /// What the eval found over all sessions.
 #[derive(Debug)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub l3_recalled: usize,
     pub l3_facts: usize,
     pub l2_recalled: usize,
@@ -228,7 +228,7 @@ pub struct Totals {
 impl Totals {
     /// The targets: at least 80 % of the facts in L3 (and in L2) at no more than 120
     /// words, and no filler, boilerplate or leak at all.
-    pub fn meets_targets(&self) -> bool {
+    pub(crate) fn meets_targets(&self) -> bool {
         self.l3_facts > 0
             && self.l3_recalled * 100 >= self.l3_facts * 80
             && self.l2_recalled * 100 >= self.l2_facts * 80
@@ -237,7 +237,7 @@ impl Totals {
     }
 }
 
-pub fn run(facts_dir: &Path, fixtures: &Path, work: &Path, show: bool) -> Totals {
+pub(crate) fn run(facts_dir: &Path, fixtures: &Path, work: &Path, show: bool) -> Totals {
     let mut all: Vec<(String, Facts)> = std::fs::read_dir(facts_dir)
         .unwrap_or_else(|e| panic!("{}: {e}", facts_dir.display()))
         .filter_map(Result::ok)

@@ -35,7 +35,7 @@ fn local_model(threads: usize) -> Arc<dyn Embedder> {
 
 /// Texts per second of the local model: short texts (prompts) and full 256-token chunks, one
 /// and two threads, batched by length and one at a time.
-pub fn embed(n: usize) {
+pub(crate) fn embed(n: usize) {
     let mut r = Rng(7);
     let short: Vec<String> = (0..n)
         .map(|_| {
@@ -80,7 +80,7 @@ pub fn embed(n: usize) {
 }
 
 /// Builds the vectors of the archive in `data` with `provider` (`local` or `hashing`).
-pub fn index(data: &Path, provider: &str, batch: usize) {
+pub(crate) fn index(data: &Path, provider: &str, batch: usize) {
     let mut s = crate::settings_for(data);
     s.vector.provider = provider.into();
     s.vector.batch = batch;
@@ -137,7 +137,7 @@ pub fn index(data: &Path, provider: &str, batch: usize) {
 /// The vectors in `data` may have been made by the stand-in (building them with the model
 /// takes hours at a million messages): LanceDB's cost does not depend on which model made
 /// them, so the guard is bypassed here, and only here, to time the real query path.
-pub fn latency(data: &Path, runs: usize) {
+pub(crate) fn latency(data: &Path, runs: usize) {
     let rt = crate::runtime();
     let embedder = local_model(1);
     let store = rt
