@@ -36,7 +36,7 @@ pub use self::nearest::{HitText, Nearby, nearby};
 use self::nearest::{Prefilter, VectorSide};
 pub use self::params::{BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent};
 use self::rank::{fts_layer, fuse};
-use crate::layer::Layer;
+use crate::layer::{Layer, UnknownName};
 use crate::store::read::Filter;
 use crate::vector::indexer::Vectors;
 
@@ -71,19 +71,14 @@ pub enum Mode {
 pub const MODES: &[&str] = &["hybrid", "fts", "vector"];
 
 impl std::str::FromStr for Mode {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Mode, String> {
+    fn from_str(s: &str) -> Result<Mode, UnknownName> {
         Ok(match s {
             "hybrid" => Mode::Hybrid,
             "fts" => Mode::Fts,
             "vector" => Mode::Vector,
-            other => {
-                return Err(format!(
-                    "must be one of {}, got `{other}`",
-                    MODES.join(", ")
-                ));
-            }
+            other => return Err(UnknownName::new(other, MODES.iter().copied())),
         })
     }
 }
@@ -132,15 +127,15 @@ impl Scope {
 }
 
 impl std::str::FromStr for Scope {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Scope, String> {
+    fn from_str(s: &str) -> Result<Scope, UnknownName> {
         if s == "all" {
             return Ok(Scope::All);
         }
         s.parse::<Layer>()
             .map(Scope::One)
-            .map_err(|_| format!("must be one of {}, got `{s}`", LEVELS.join(", ")))
+            .map_err(|_| UnknownName::new(s, LEVELS.iter().copied()))
     }
 }
 

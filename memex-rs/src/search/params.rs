@@ -8,6 +8,7 @@
 use rmcp::schemars;
 
 use super::{Mode, Scope, SearchParams, parse_time};
+use crate::layer::UnknownName;
 use crate::store::read::Filter;
 
 /// The longest query accepted, in bytes.
@@ -67,20 +68,20 @@ pub struct BadParam {
     pub reason: String,
 }
 
-fn bad(name: &'static str, reason: impl Into<String>) -> BadParam {
+fn bad(name: &'static str, reason: impl ToString) -> BadParam {
     BadParam {
         name,
-        reason: reason.into(),
+        reason: reason.to_string(),
     }
 }
 
 /// Whether `name` is an agent Memex reads; the error lists the ones it does.
-pub fn check_agent(name: &str) -> Result<(), String> {
+pub fn check_agent(name: &str) -> Result<(), UnknownName> {
     let names = ai_cli_session_collector::AdapterRegistry::new().names();
     if names.contains(&name) {
         Ok(())
     } else {
-        Err(format!("must be one of {}, got `{name}`", names.join(", ")))
+        Err(UnknownName::new(name, names))
     }
 }
 

@@ -152,17 +152,33 @@ impl fmt::Display for Layer {
     }
 }
 
-impl FromStr for Layer {
-    type Err = String;
+/// A name that is none of those accepted (a layer, a search level or mode, an agent): the
+/// error of every parser of a closed set of names. Its text follows the name of whatever held
+/// it: "`level` must be one of …, got `…`".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must be one of {}, got `{got}`", .accepted.join(", "))]
+pub struct UnknownName {
+    pub got: String,
+    pub accepted: Vec<&'static str>,
+}
 
-    fn from_str(s: &str) -> Result<Layer, String> {
+impl UnknownName {
+    pub fn new(got: &str, accepted: impl IntoIterator<Item = &'static str>) -> UnknownName {
+        UnknownName {
+            got: got.to_owned(),
+            accepted: accepted.into_iter().collect(),
+        }
+    }
+}
+
+impl FromStr for Layer {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Layer, UnknownName> {
         Layer::ALL
             .into_iter()
             .find(|l| l.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
-                format!("must be one of {}, got `{s}`", names.join(", "))
-            })
+            .ok_or_else(|| UnknownName::new(s, Layer::ALL.map(Layer::name)))
     }
 }
 
@@ -179,7 +195,13 @@ mod tests {
             assert_eq!(l.job().and_then(Layer::from_job), l.job().map(|_| l));
             assert_eq!(l.columns().is_none(), l == Layer::Raw);
         }
-        assert!("all".parse::<Layer>().unwrap_err().contains("`all`"));
+        let e = "all".parse::<Layer>().unwrap_err();
+        assert_eq!(e.got, "all");
+        assert_eq!(e.accepted, ["raw", "observations", "talks", "sessions"]);
+        assert_eq!(
+            e.to_string(),
+            "must be one of raw, observations, talks, sessions, got `all`"
+        );
         assert_eq!(Layer::from_job("l4"), None);
     }
 }

@@ -60,7 +60,7 @@ pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQu
     if let Some(a) = &agent
         && let Err(e) = search::check_agent(a)
     {
-        return error_page(ApiError::bad_parameter(e));
+        return error_page(ApiError::bad_parameter(format!("`agent` {e}")));
     }
     let filter = store::Filter {
         agent: agent.clone(),
