@@ -37,20 +37,13 @@ pub fn from_settings(
     }
     let spec = model::configured(&v.model);
     let dir = model::locate(spec, &v.model_dir, data_dir);
+    let int8 = v.precision == "int8";
     let loaded = model::verify(spec, &dir).and_then(|files| -> Result<Arc<dyn Embedder>, _> {
-        if spec.name == model::E5.name {
-            Ok(Arc::new(e5::E5::load(
-                &files,
-                v.threads,
-                v.precision == "int8",
-            )?))
+        Ok(if spec.name == model::E5.name {
+            Arc::new(e5::E5::load(&files, v.threads, int8)?)
         } else {
-            Ok(Arc::new(minilm::MiniLm::load(
-                &files,
-                v.threads,
-                v.precision == "int8",
-            )?))
-        }
+            Arc::new(minilm::MiniLm::load(&files, v.threads, int8)?)
+        })
     });
     match loaded {
         Ok(m) => Ok(m),
