@@ -175,6 +175,16 @@ async fn mcp_tools_answer_from_the_archive_and_reject_bad_arguments() {
             json!({"query": "x", "since": "soon"}),
             "since",
         ),
+        (
+            "search_history",
+            json!({"query": "x", "mode": "semantic"}),
+            "mode",
+        ),
+        (
+            "search_history",
+            json!({"query": "x", "limit": -1}),
+            "limit",
+        ),
         ("search_history", json!({"limit": 3}), "query"),
         (
             "get_session",

@@ -26,7 +26,9 @@ pub struct SearchRequest {
     pub query: String,
     /// How many results (default 10; at most 100 through MCP, 1000 elsewhere).
     #[arg(long, value_name = "N")]
-    pub limit: Option<u64>,
+    // Signed, so that a negative number from a client is refused by `check`, which names
+    // `limit`, instead of by the deserializer, which would not.
+    pub limit: Option<i64>,
     /// The agent by name: claude, codex, gemini, cursor, cursor-ide, copilot, opencode, qwen,
     /// antigravity, cline, roo, kiro, goose, crush, aider, amp or pi.
     #[arg(long)]
@@ -97,7 +99,7 @@ impl SearchRequest {
             None => None,
             Some(v) => Some(
                 v.trim()
-                    .parse::<u64>()
+                    .parse::<i64>()
                     .map_err(|_| bad("limit", format!("must be a whole number, got `{v}`")))?,
             ),
         };
@@ -150,7 +152,7 @@ impl SearchRequest {
         }
         let limit = match self.limit {
             None => 10,
-            Some(n) if (1..=max_limit).contains(&n) => n as usize,
+            Some(n) if n >= 1 && n.unsigned_abs() <= max_limit => n.unsigned_abs() as usize,
             Some(n) => {
                 return Err(bad(
                     "limit",
