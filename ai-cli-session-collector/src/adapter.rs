@@ -520,7 +520,7 @@ pub(crate) fn drive_jsonl_as<S: Default + Serialize + DeserializeOwned, T: Deser
             Err(reason) => emit.out.issues.push(ParseIssue {
                 line: line_no,
                 byte_offset: offset,
-                reason,
+                reason: reason.to_string(),
                 kept: false,
             }),
         }

@@ -1527,7 +1527,10 @@ fn check_jsonl_one_pass(agent: Agent, bytes: &[u8], out: &ParseOutput) {
             Err(reason) => {
                 assert!(msgs.is_empty(), "undecodable line {n} produced messages");
                 assert_eq!(iss.len(), 1, "issues of undecodable line {n}: {iss:?}");
-                assert!(!iss[0].kept && iss[0].reason == reason, "{iss:?}");
+                assert!(
+                    !iss[0].kept && iss[0].reason == reason.to_string(),
+                    "{iss:?}"
+                );
             }
             Ok(d) => {
                 // Stored (one message carries the line, byte for byte) or skipped, never both,

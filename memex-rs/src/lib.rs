@@ -7,7 +7,8 @@
 //! and the nearest-neighbour question injection asks), [`compact`] (the L1/L2/L3 layers and
 //! their queue), [`watch`] and [`state`] (file events; what the service's components share),
 //! [`owner`] (who the service answers: its socket, secret and proof), [`api`] (HTTP),
-//! [`client`] (its client), [`inject`] (Claude Code hooks), [`mcp`],
+//! [`client`] (its client), [`input`] (what is wrong with a request from outside),
+//! [`inject`] (Claude Code hooks), [`mcp`],
 //! [`service`] (`memex serve`) and [`cli`] (the `memex` commands). ARCHITECTURE.md draws the
 //! arrows; `layering.rs` checks that they never form a circle. Parsing of transcript formats
 //! lives in the `ai-cli-session-collector` crate; this crate only ever sees its unified
@@ -21,6 +22,7 @@ pub mod config;
 pub mod embed;
 pub mod export;
 pub mod inject;
+pub mod input;
 #[cfg(test)]
 mod layering;
 pub mod llm;

@@ -188,7 +188,7 @@ fn decode_document(bytes: &[u8]) -> Result<Value, Read> {
         Err(e) if e.is_eof() => Err(Read::Incomplete),
         Err(_) => reader::decode_json(bytes)
             .map(|d| d.value)
-            .map_err(Read::Bad),
+            .map_err(|e| Read::Bad(e.to_string())),
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, ApiResult, ApiState, Params, bool_field, check_id, find, json_body, read};
 use crate::compact::queue::{self, Compactor};
+use crate::input::BadField;
 use crate::layer::Layer;
 use crate::search;
 
@@ -93,9 +94,9 @@ pub(super) async fn compact_regenerate(
     };
     const FIELDS: &[&str] = &["level", "session", "since", "confirm"];
     if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(ApiError::bad_parameter(format!(
-            "unknown field `{k}`; accepted: {}",
-            FIELDS.join(", ")
+        return Err(ApiError::bad_parameter(BadField::new(
+            k.as_str(),
+            format!("is an unknown field; accepted: {}", FIELDS.join(", ")),
         )));
     }
     let field = |k: &str| -> Result<Option<String>, ApiError> {

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::compact::queue::{self, Compactor};
 use crate::config::Settings;
+use crate::input::BadField;
 use crate::search;
 use crate::state::Shared;
 use crate::store::{ReadPool, read};
@@ -78,11 +79,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn bad_parameter(message: impl Into<String>) -> Self {
+    fn bad_parameter(message: impl std::fmt::Display) -> Self {
         ApiError {
             status: StatusCode::BAD_REQUEST,
             code: "bad_parameter",
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 
@@ -395,11 +396,11 @@ fn json_body(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// An optional boolean field of a JSON body (`null` counts as absent).
-fn bool_field(obj: &serde_json::Map<String, Value>, key: &str) -> Result<bool, String> {
+fn bool_field(obj: &serde_json::Map<String, Value>, key: &str) -> Result<bool, BadField> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("`{key}` must be true or false")),
+        Some(_) => Err(BadField::new(key, "must be true or false")),
     }
 }
 
@@ -633,7 +634,7 @@ async fn session_export(
     use crate::export::{self, Format};
     let p = Params::parse(q, &["format"])?;
     let format = Format::parse(p.get("format").as_deref().unwrap_or("md"))
-        .map_err(ApiError::bad_parameter)?;
+        .map_err(|e| ApiError::bad_parameter(BadField::new("format", e)))?;
     check_id(&id)?;
     let (name, body) = read(&st, move |c| {
         let s = find(c, &id)?;

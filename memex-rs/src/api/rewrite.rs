@@ -6,20 +6,21 @@ use axum::response::Json;
 use serde_json::{Value, json};
 
 use super::{ApiError, ApiResult, ApiState, Params, bool_field, json_body, read};
+use crate::input::BadField;
 use crate::search;
 use crate::store::forget;
 
 /// Reads the selector of a forget request: exactly one of `session`, `project`, `before`,
 /// `match`, each a string, and `dry_run`. Shared by `memex forget` and `POST /api/forget`.
-pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> {
+pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), BadField> {
     let Some(obj) = body.as_object() else {
-        return Err("the body must be a JSON object".into());
+        return Err(BadField::request("the body must be a JSON object"));
     };
     const FIELDS: &[&str] = &["session", "project", "before", "match", "dry_run"];
     if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field `{k}`; accepted: {}",
-            FIELDS.join(", ")
+        return Err(BadField::new(
+            k.as_str(),
+            format!("is an unknown field; accepted: {}", FIELDS.join(", ")),
         ));
     }
     let mut chosen = Vec::new();
@@ -27,21 +28,22 @@ pub fn forget_request(body: &Value) -> Result<(forget::Selector, bool), String> 
         match obj.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) if !s.trim().is_empty() => chosen.push((key, s.trim())),
-            Some(_) => return Err(format!("`{key}` must be a non-empty string")),
+            Some(_) => return Err(BadField::new(key, "must be a non-empty string")),
         }
     }
     let dry_run = bool_field(obj, "dry_run")?;
     let [(key, v)] = chosen[..] else {
-        return Err(
-            "say what to forget with exactly one of `session`, `project`, `before`, `match`".into(),
-        );
+        return Err(BadField::request(
+            "say what to forget with exactly one of `session`, `project`, `before`, `match`",
+        ));
     };
     let sel = match key {
         "session" => forget::Selector::Session(v.to_owned()),
         "project" => forget::Selector::Project(v.to_owned()),
-        "before" => {
-            forget::Selector::Before(search::parse_time(v).map_err(|e| format!("`before`: {e}"))?)
-        }
+        "before" => forget::Selector::Before(
+            search::parse_time(v)
+                .map_err(|e| BadField::new("before", format!("cannot be read: {e}")))?,
+        ),
         _ => forget::Selector::Match(v.to_owned()),
     };
     Ok((sel, dry_run))

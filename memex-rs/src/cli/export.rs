@@ -11,8 +11,8 @@ use crate::export::{self, Format};
 use crate::store::read;
 
 pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
-    let format =
-        Format::parse(&a.format).map_err(|e| user_error(e, "--format md, html or json"))?;
+    let format = Format::parse(&a.format)
+        .map_err(|e| user_error(format!("--format {e}"), "--format md, html or json"))?;
     let conn = reader(ctx)?;
     let many = a.project.is_some() || a.since.is_some() || a.agent.is_some();
     match (&a.session, many) {

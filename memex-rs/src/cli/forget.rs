@@ -54,8 +54,13 @@ pub(super) fn run_forget(ctx: &Ctx, a: ForgetArgs) -> Result<()> {
     let s = &ctx.resolved.settings;
     let dir = s.data_dir();
     let (sel, _) = crate::api::forget_request(&a.body(true)).map_err(|e| {
+        // The body's fields are the command's flags.
+        let message = match e.field.as_str() {
+            "" => e.problem,
+            f => format!("--{f} {}", e.problem),
+        };
         user_error(
-            e.replace("`before`", "--before"),
+            message,
             "for example --session 3f2a9c1b, --project ~/work/app, --before 180d or --match sk-live-",
         )
     })?;

@@ -109,8 +109,12 @@ fn hook_kinds(modes: Option<&str>, default: &str) -> Result<Vec<crate::inject::h
         .split(',')
         .filter(|m| !m.trim().is_empty())
     {
-        let k = crate::inject::hooks::Kind::parse(m)
-            .map_err(|e| user_error(e, "for example --modes full,smart,stop"))?;
+        let k = crate::inject::hooks::Kind::parse(m).map_err(|e| {
+            user_error(
+                format!("--modes: {e}"),
+                "for example --modes full,smart,stop",
+            )
+        })?;
         if !kinds.contains(&k) {
             kinds.push(k);
         }

@@ -11,6 +11,7 @@ pub mod view;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use crate::layer::UnknownName;
 use crate::store::read::{self, SessionRow};
 pub use view::SessionView;
 
@@ -25,15 +26,12 @@ pub enum Format {
 impl Format {
     pub const NAMES: &'static [&'static str] = &["md", "html", "json"];
 
-    pub fn parse(s: &str) -> Result<Format, String> {
+    pub fn parse(s: &str) -> Result<Format, UnknownName> {
         match s {
             "md" | "markdown" => Ok(Format::Markdown),
             "html" => Ok(Format::Html),
             "json" => Ok(Format::Json),
-            other => Err(format!(
-                "unknown export format `{other}`; accepted: {}",
-                Format::NAMES.join(", ")
-            )),
+            other => Err(UnknownName::new(other, Format::NAMES.iter().copied())),
         }
     }
 

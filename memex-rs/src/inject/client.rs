@@ -5,12 +5,14 @@
 //! missing service they print nothing and exit 0. What went wrong is only said with `--explain`
 //! (on stderr), for a person trying the command by hand.
 
+use std::error::Error as _;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Host, Mode, Request, skip_reason};
+use super::{HookInput, HookInputError, Host, Mode, Request, skip_reason};
+use crate::client::ClientError;
 use crate::config::Settings;
 
 /// Largest hook input read from stdin (prompts with pasted logs are big, not this big).
@@ -48,9 +50,36 @@ impl Budget {
     }
 }
 
+/// Why a hook run got nothing from the service. Said only with `--explain`.
+#[derive(Debug, thiserror::Error)]
+enum HookError {
+    #[error("out of time before {0}")]
+    OutOfTime(&'static str),
+    #[error("cannot start reading stdin: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("cannot read stdin: {0}")]
+    Stdin(#[source] std::io::Error),
+    #[error("stdin was not closed within the budget")]
+    StdinOpen,
+    #[error("the hook input is larger than {MAX_INPUT} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Input(#[from] HookInputError),
+    /// The service's error and its cause, on one line.
+    #[error("{}", with_cause(.0))]
+    Service(#[from] ClientError),
+}
+
+fn with_cause(e: &ClientError) -> String {
+    match e.source() {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
 /// Reads the hook input from `stdin` within the budget, on a thread that is abandoned if the
 /// writer never closes the pipe.
-fn read_input(stdin: impl Read + Send + 'static, budget: &Budget) -> Result<Vec<u8>, String> {
+fn read_input(stdin: impl Read + Send + 'static, budget: &Budget) -> Result<Vec<u8>, HookError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("hook-stdin".into())
@@ -59,28 +88,40 @@ fn read_input(stdin: impl Read + Send + 'static, budget: &Budget) -> Result<Vec<
             let res = stdin.take(MAX_INPUT + 1).read_to_end(&mut buf).map(|_| buf);
             let _ = tx.send(res);
         })
-        .map_err(|e| format!("cannot start reading stdin: {e}"))?;
-    let left = budget.left().ok_or("out of time before reading stdin")?;
+        .map_err(HookError::Thread)?;
+    let left = budget.left().ok_or(HookError::OutOfTime("reading stdin"))?;
     match rx.recv_timeout(left) {
-        Ok(Ok(buf)) if buf.len() as u64 > MAX_INPUT => {
-            Err(format!("the hook input is larger than {MAX_INPUT} bytes"))
-        }
+        Ok(Ok(buf)) if buf.len() as u64 > MAX_INPUT => Err(HookError::TooLarge),
         Ok(Ok(buf)) => Ok(buf),
-        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
-        Err(_) => Err("stdin was not closed within the budget".into()),
+        Ok(Err(e)) => Err(HookError::Stdin(e)),
+        Err(_) => Err(HookError::StdinOpen),
     }
 }
 
-fn post(settings: &Settings, path: &str, body: &Value, budget: &Budget) -> Result<Value, String> {
+/// Reads `host`'s hook input from `stdin` within the budget.
+fn hook_input(
+    host: Host,
+    stdin: impl Read + Send + 'static,
+    budget: &Budget,
+) -> Result<HookInput, HookError> {
+    Ok(host.read(&read_input(stdin, budget)?)?)
+}
+
+fn post(
+    settings: &Settings,
+    path: &str,
+    body: &Value,
+    budget: &Budget,
+) -> Result<Value, HookError> {
     let left = budget
         .left()
-        .ok_or("out of time before asking the service")?;
-    crate::client::Service::of(settings, None)
-        .post_json(path, body, left, left.min(Duration::from_millis(300)))
-        .map_err(|e| match std::error::Error::source(&e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        })
+        .ok_or(HookError::OutOfTime("asking the service"))?;
+    Ok(crate::client::Service::of(settings, None).post_json(
+        path,
+        body,
+        left,
+        left.min(Duration::from_millis(300)),
+    )?)
 }
 
 /// Whether this run is headless: `claude -p` and the Agent SDKs set `CLAUDE_CODE_ENTRYPOINT`
@@ -112,9 +153,9 @@ pub fn inject(
     if let Some(why) = host.refuses(mode) {
         return out.note(why);
     }
-    let input = match read_input(stdin, &budget).and_then(|b| host.read(&b)) {
+    let input = match hook_input(host, stdin, &budget) {
         Ok(i) => i,
-        Err(e) => return out.note(e),
+        Err(e) => return out.note(e.to_string()),
     };
     if let Some(why) = skip_reason(mode, &input, s, headless) {
         return out.note(format!("skipped: {why}"));
@@ -156,7 +197,7 @@ pub fn inject(
     };
     let v = match post(settings, "/api/inject", &body, &budget) {
         Ok(v) => v,
-        Err(e) => return out.note(e),
+        Err(e) => return out.note(e.to_string()),
     };
     let mut out = out;
     if let Some(why) = v["skipped"].as_str() {
@@ -224,9 +265,9 @@ pub fn stop(settings: &Settings, host: Host, stdin: impl Read + Send + 'static) 
         until: Instant::now() + Duration::from_millis(settings.inject.timeout_ms),
     };
     let out = Outcome::default();
-    let input = match read_input(stdin, &budget).and_then(|b| host.read(&b)) {
+    let input = match hook_input(host, stdin, &budget) {
         Ok(i) => i,
-        Err(e) => return out.note(e),
+        Err(e) => return out.note(e.to_string()),
     };
     if input.agent_id.is_some() {
         return out.note("skipped: a sub-agent");
@@ -247,7 +288,7 @@ pub fn stop(settings: &Settings, host: Host, stdin: impl Read + Send + 'static) 
         &budget,
     ) {
         Ok(v) => out.note(format!("queued {} compact jobs", v["queued"])),
-        Err(e) => out.note(e),
+        Err(e) => out.note(e.to_string()),
     }
 }
 

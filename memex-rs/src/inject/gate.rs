@@ -28,29 +28,62 @@ pub struct HookInput {
     pub agent_type: Option<String>,
 }
 
+/// Why a hook's stdin cannot be read as its input.
+#[derive(Debug, thiserror::Error)]
+pub enum HookInputError {
+    #[error("the hook input is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("the hook input must be a JSON object")]
+    NotObject,
+    /// A field Memex reads holds another type than the one named.
+    #[error("`{field}` in the hook input must be {expected}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+    },
+    /// Another agent's input on Claude Code's hook (the agent, and its `--agent` name).
+    #[error("skipped: {0} runs Claude Code's hooks too; install {0}'s own (`--agent {1}`) for it")]
+    Foreign(&'static str, &'static str),
+}
+
+impl HookInputError {
+    fn not_string(field: &str) -> HookInputError {
+        HookInputError::WrongType {
+            field: field.to_owned(),
+            expected: "a string",
+        }
+    }
+}
+
+/// The string at `key` of `o`: absent and `null` are `None`, another type an error.
+pub(super) fn string_field(
+    o: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, HookInputError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(HookInputError::not_string(key)),
+    }
+}
+
 impl HookInput {
     /// Parses hook stdin. A field of the wrong type is an error that names it.
-    pub fn parse(bytes: &[u8]) -> Result<HookInput, String> {
+    pub fn parse(bytes: &[u8]) -> Result<HookInput, HookInputError> {
         HookInput::from_value(&HookInput::json(bytes)?)
     }
 
     /// Hook stdin as JSON.
-    pub fn json(bytes: &[u8]) -> Result<Value, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the hook input is not JSON: {e}"))
+    pub fn json(bytes: &[u8]) -> Result<Value, HookInputError> {
+        Ok(serde_json::from_slice(bytes)?)
     }
 
     /// The fields Memex reads from hook input already parsed.
-    pub fn from_value(v: &Value) -> Result<HookInput, String> {
+    pub fn from_value(v: &Value) -> Result<HookInput, HookInputError> {
         let Some(o) = v.as_object() else {
-            return Err("the hook input must be a JSON object".into());
+            return Err(HookInputError::NotObject);
         };
-        let field = |k: &str| -> Result<Option<String>, String> {
-            match o.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(format!("`{k}` in the hook input must be a string")),
-            }
-        };
+        let field = |k: &str| string_field(o, k);
         Ok(HookInput {
             session_id: field("session_id")?,
             transcript_path: field("transcript_path")?,

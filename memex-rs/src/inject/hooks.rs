@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::layer::UnknownName;
+
 /// One kind of Memex hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -26,15 +28,12 @@ pub enum Kind {
 pub const KINDS: &[&str] = &["full", "smart", "stop"];
 
 impl Kind {
-    pub fn parse(s: &str) -> Result<Kind, String> {
+    pub fn parse(s: &str) -> Result<Kind, UnknownName> {
         match s.trim() {
             "full" => Ok(Kind::Full),
             "smart" => Ok(Kind::Smart),
             "stop" => Ok(Kind::Stop),
-            other => Err(format!(
-                "unknown hook `{other}`; accepted: {}",
-                KINDS.join(", ")
-            )),
+            other => Err(UnknownName::new(other, KINDS.iter().copied())),
         }
     }
 

@@ -13,7 +13,9 @@
 
 use serde_json::{Value, json};
 
-use super::{HookInput, Mode};
+use super::gate::string_field;
+use super::{HookInput, HookInputError, Mode};
+use crate::layer::UnknownName;
 
 /// The agent running the hook command (`--agent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,19 +30,14 @@ pub enum Host {
 impl Host {
     pub const NAMES: &'static [&'static str] = &["claude", "codex", "gemini", "cursor", "copilot"];
 
-    pub fn parse(s: &str) -> Result<Host, String> {
+    pub fn parse(s: &str) -> Result<Host, UnknownName> {
         Ok(match s {
             "claude" => Host::Claude,
             "codex" => Host::Codex,
             "gemini" => Host::Gemini,
             "cursor" => Host::Cursor,
             "copilot" => Host::Copilot,
-            other => {
-                return Err(format!(
-                    "unknown hook agent `{other}`; accepted: {}",
-                    Host::NAMES.join(", ")
-                ));
-            }
+            other => return Err(UnknownName::new(other, Host::NAMES.iter().copied())),
         })
     }
 
@@ -56,16 +53,13 @@ impl Host {
     }
 
     /// Reads this agent's hook input. A field of the wrong type is an error that names it.
-    pub fn read(self, bytes: &[u8]) -> Result<HookInput, String> {
+    pub fn read(self, bytes: &[u8]) -> Result<HookInput, HookInputError> {
         let v = HookInput::json(bytes)?;
         let mut input = HookInput::from_value(&v)?;
-        let text = |k: &str| -> Result<Option<String>, String> {
-            match v.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(format!("`{k}` in the hook input must be a string")),
-            }
+        let Some(o) = v.as_object() else {
+            return Err(HookInputError::NotObject);
         };
+        let text = |k: &str| string_field(o, k);
         match self {
             Host::Claude => {
                 // Cursor runs Claude Code's hooks (~/.claude, a project's .claude/) with its own
@@ -73,11 +67,7 @@ impl Host {
                 // answer through their own hooks, else memory would come twice. (Copilot's
                 // PascalCase events send Claude Code's very fields: those cannot be told apart.)
                 if let Some(other) = foreign_input(&v) {
-                    return Err(format!(
-                        "skipped: {other} runs Claude Code's hooks too; install {other}'s own \
-                         (`--agent {}`) for it",
-                        other.to_lowercase().replace(" cli", "")
-                    ));
+                    return Err(other);
                 }
             }
             Host::Codex | Host::Gemini => {}
@@ -91,7 +81,10 @@ impl Host {
                             roots.first().and_then(Value::as_str).map(str::to_owned)
                         }
                         Some(_) => {
-                            return Err("`workspace_roots` in the hook input must be a list".into());
+                            return Err(HookInputError::WrongType {
+                                field: "workspace_roots".into(),
+                                expected: "a list",
+                            });
                         }
                     };
                 }
@@ -162,11 +155,11 @@ impl Host {
 }
 
 /// The agent whose input this is, when it is not Claude Code's own.
-fn foreign_input(v: &Value) -> Option<&'static str> {
+fn foreign_input(v: &Value) -> Option<HookInputError> {
     if v.get("conversation_id").is_some() || v.get("cursor_version").is_some() {
-        Some("Cursor")
+        Some(HookInputError::Foreign("Cursor", "cursor"))
     } else if v.get("sessionId").is_some() && v.get("session_id").is_none() {
-        Some("Copilot CLI")
+        Some(HookInputError::Foreign("Copilot CLI", "copilot"))
     } else {
         None
     }
@@ -193,14 +186,21 @@ mod tests {
         assert_eq!(copilot.session_id.as_deref(), Some("s-2"));
         assert_eq!(copilot.cwd.as_deref(), Some("/r"));
         // A wrong type is named, whichever spelling carried it.
+        let field = |e: HookInputError| match e {
+            HookInputError::WrongType { field, .. } => field,
+            other => panic!("{other}"),
+        };
         let bad = Host::Cursor.read(br#"{"conversation_id":7}"#).unwrap_err();
-        assert!(bad.contains("conversation_id"), "{bad}");
+        assert_eq!(field(bad), "conversation_id");
         let bad = Host::Cursor
             .read(br#"{"conversation_id":"c","workspace_roots":"/repo"}"#)
             .unwrap_err();
-        assert!(bad.contains("workspace_roots"), "{bad}");
+        assert_eq!(
+            bad.to_string(),
+            "`workspace_roots` in the hook input must be a list"
+        );
         let bad = Host::Copilot.read(br#"{"sessionId":[1]}"#).unwrap_err();
-        assert!(bad.contains("sessionId"), "{bad}");
+        assert_eq!(field(bad), "sessionId");
     }
 
     #[test]
@@ -208,14 +208,15 @@ mod tests {
         let why = Host::Claude
             .read(br#"{"conversation_id":"c","hook_event_name":"beforeSubmitPrompt"}"#)
             .unwrap_err();
-        assert!(
-            why.contains("Cursor") && why.contains("--agent cursor"),
-            "{why}"
-        );
+        assert!(matches!(why, HookInputError::Foreign("Cursor", "cursor")));
+        assert!(why.to_string().contains("`--agent cursor`"), "{why}");
         let why = Host::Claude
             .read(br#"{"sessionId":"s","cwd":"/r"}"#)
             .unwrap_err();
-        assert!(why.contains("--agent copilot"), "{why}");
+        assert!(
+            matches!(why, HookInputError::Foreign(_, "copilot")),
+            "{why}"
+        );
         assert!(
             Host::Claude
                 .read(br#"{"session_id":"s","cwd":"/r","hook_event_name":"Stop"}"#)
@@ -255,6 +256,8 @@ mod tests {
         assert_eq!(Host::Claude.output(None, Mode::Smart, "ctx"), "ctx");
         assert!(Host::Copilot.refuses(Mode::Smart).is_some());
         assert!(Host::NAMES.iter().all(|n| Host::parse(n).is_ok()));
-        assert!(Host::parse("vim").unwrap_err().contains("cursor"));
+        let e = Host::parse("vim").unwrap_err();
+        assert_eq!(e.got, "vim");
+        assert_eq!(e.accepted, Host::NAMES);
     }
 }

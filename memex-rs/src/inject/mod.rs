@@ -25,14 +25,15 @@ mod log;
 
 use answer::project_of;
 pub use answer::{SMART_LEVELS, answer, candidates, keep_model_ready};
-pub use gate::{HookInput, OPT_OUT_FILE, opted_out, skip_reason};
+pub use gate::{HookInput, HookInputError, OPT_OUT_FILE, opted_out, skip_reason};
 pub use host::Host;
 pub use log::{DayStats, InjectionStats, Latency, ModeStats, Record, record, stats};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::InjectSettings;
-use crate::layer::Layer;
+use crate::input::BadField;
+use crate::layer::{Layer, UnknownName};
 
 /// Claude Code shows longer hook output as a short preview instead of adding it to the context.
 pub const MAX_CONTEXT_CHARS: usize = 9000;
@@ -55,13 +56,13 @@ impl Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Mode, String> {
+    fn from_str(s: &str) -> Result<Mode, UnknownName> {
         match s {
             "full" => Ok(Mode::Full),
             "smart" => Ok(Mode::Smart),
-            other => Err(format!("must be `full` or `smart`, got `{other}`")),
+            other => Err(UnknownName::new(other, ["full", "smart"])),
         }
     }
 }
@@ -124,38 +125,51 @@ pub const MAX_PROMPT_BYTES: usize = 256 << 10;
 
 impl Request {
     /// Checks every field; the error names the one that is wrong.
-    pub fn validate(&self, s: &InjectSettings) -> Result<Options, String> {
+    pub fn validate(&self, s: &InjectSettings) -> Result<Options, BadField> {
         if let Some(id) = &self.session_id
             && (id.is_empty() || id.len() > 256 || id.chars().any(char::is_control))
         {
-            return Err("`session_id` must be 1 to 256 printable characters".into());
+            return Err(BadField::new(
+                "session_id",
+                "must be 1 to 256 printable characters",
+            ));
         }
         if !self.cwd.starts_with('/') || self.cwd.len() > 4096 || self.cwd.contains('\0') {
-            return Err(format!(
-                "`cwd` must be an absolute folder path, got `{}`",
-                self.cwd.chars().take(80).collect::<String>()
+            return Err(BadField::new(
+                "cwd",
+                format!(
+                    "must be an absolute folder path, got `{}`",
+                    self.cwd.chars().take(80).collect::<String>()
+                ),
             ));
         }
         if let Some(p) = &self.prompt
             && p.len() > MAX_PROMPT_BYTES
         {
-            return Err(format!(
-                "`prompt` is {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
-                p.len()
+            return Err(BadField::new(
+                "prompt",
+                format!(
+                    "is {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
+                    p.len()
+                ),
             ));
         }
         if self.mode == Mode::Smart && self.prompt.is_none() {
-            return Err("`prompt` is required in smart mode".into());
+            return Err(BadField::new("prompt", "is required in smart mode"));
         }
         let scope = self.project_scope.as_deref().unwrap_or(&s.project_scope);
         if !crate::config::PROJECT_SCOPES.contains(&scope) {
-            return Err(format!(
-                "`project_scope` must be `project` or `all`, got `{scope}`"
+            return Err(BadField::new(
+                "project_scope",
+                format!("must be `project` or `all`, got `{scope}`"),
             ));
         }
         let threshold = self.threshold.unwrap_or(s.similarity_threshold);
         if !(0.0..=1.0).contains(&threshold) {
-            return Err(format!("`threshold` must be 0.0 to 1.0, got {threshold}"));
+            return Err(BadField::new(
+                "threshold",
+                format!("must be 0.0 to 1.0, got {threshold}"),
+            ));
         }
         let (default_results, default_tokens) = match self.mode {
             Mode::Smart => (s.max_results, s.max_tokens),
@@ -163,18 +177,23 @@ impl Request {
         };
         let max_results = self.max_results.unwrap_or(default_results);
         if !(1..=50).contains(&max_results) {
-            return Err(format!("`max_results` must be 1 to 50, got {max_results}"));
+            return Err(BadField::new(
+                "max_results",
+                format!("must be 1 to 50, got {max_results}"),
+            ));
         }
         let max_tokens = self.max_tokens.unwrap_or(default_tokens);
         if !(50..=20_000).contains(&max_tokens) {
-            return Err(format!(
-                "`max_tokens` must be 50 to 20000, got {max_tokens}"
+            return Err(BadField::new(
+                "max_tokens",
+                format!("must be 50 to 20000, got {max_tokens}"),
             ));
         }
         let min_prompt_chars = self.min_prompt_chars.unwrap_or(s.min_prompt_chars);
         if min_prompt_chars > 10_000 {
-            return Err(format!(
-                "`min_prompt_chars` must be 0 to 10000, got {min_prompt_chars}"
+            return Err(BadField::new(
+                "min_prompt_chars",
+                format!("must be 0 to 10000, got {min_prompt_chars}"),
             ));
         }
         Ok(Options {
@@ -348,12 +367,19 @@ mod tests {
         .unwrap();
         assert_eq!(ok.source.as_deref(), Some("startup"));
         let err = HookInput::parse(br#"{"session_id": 5}"#).unwrap_err();
-        assert!(err.contains("session_id"), "{err}");
-        assert!(HookInput::parse(b"[1]").is_err());
+        assert_eq!(
+            err.to_string(),
+            "`session_id` in the hook input must be a string"
+        );
+        assert!(matches!(
+            HookInput::parse(b"[1]"),
+            Err(HookInputError::NotObject)
+        ));
         assert!(
             HookInput::parse(b"not json")
                 .unwrap_err()
-                .contains("not JSON")
+                .to_string()
+                .starts_with("the hook input is not JSON: ")
         );
     }
 
@@ -368,14 +394,25 @@ mod tests {
         assert_eq!(ok.max_results, s.max_results);
         assert!(req(json!({"mode": "smart", "cwd": "/p", "bogus": 1})).is_err());
         assert!(req(json!({"mode": "sometimes", "cwd": "/p"})).is_err());
-        let bad = |v: Value| req(v).unwrap().validate(&s).unwrap_err();
-        assert!(bad(json!({"mode": "full", "cwd": "relative"})).contains("cwd"));
-        assert!(bad(json!({"mode": "smart", "cwd": "/p"})).contains("prompt"));
-        assert!(bad(json!({"mode": "full", "cwd": "/p", "threshold": 1.5})).contains("threshold"));
-        assert!(
-            bad(json!({"mode": "full", "cwd": "/p", "project_scope": "team"}))
-                .contains("project_scope")
+        let bad = |v: Value| req(v).unwrap().validate(&s).unwrap_err().field;
+        assert_eq!(bad(json!({"mode": "full", "cwd": "relative"})), "cwd");
+        assert_eq!(bad(json!({"mode": "smart", "cwd": "/p"})), "prompt");
+        assert_eq!(
+            bad(json!({"mode": "full", "cwd": "/p", "threshold": 1.5})),
+            "threshold"
         );
-        assert!(bad(json!({"mode": "full", "cwd": "/p", "max_tokens": 10})).contains("max_tokens"));
+        assert_eq!(
+            bad(json!({"mode": "full", "cwd": "/p", "project_scope": "team"})),
+            "project_scope"
+        );
+        assert_eq!(
+            bad(json!({"mode": "full", "cwd": "/p", "max_tokens": 10})),
+            "max_tokens"
+        );
+        let e = req(json!({"mode": "full", "cwd": "/p", "max_results": 0}))
+            .unwrap()
+            .validate(&s)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "`max_results` must be 1 to 50, got 0");
     }
 }

@@ -47,7 +47,10 @@ pub struct Purge {
 }
 
 /// Who waits for a purge: told when it is done, or why it failed.
-type PurgeWaiter = tokio::sync::oneshot::Sender<Result<(), String>>;
+type PurgeWaiter = tokio::sync::oneshot::Sender<PurgeResult>;
+
+/// How a purge ended: the error is shared by everyone who waited for it.
+pub type PurgeResult = Result<(), Arc<VectorError>>;
 
 /// How long a version may still be read after a newer one replaced it: a search holds one for
 /// at most its deadline (10 s). Versions that held forgotten rows go once this has passed.
@@ -461,7 +464,7 @@ impl Vectors {
     /// (where `forget` put their deletions) is drained, and then to remove the versions that
     /// still hold them ([`READERS_GRACE`] later). The answer comes when nothing forgotten is
     /// left in the folder.
-    pub fn request_purge(&self) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
+    pub fn request_purge(&self) -> tokio::sync::oneshot::Receiver<PurgeResult> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.purge
             .lock()
@@ -520,8 +523,9 @@ impl Vectors {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot rewrite the vector files of forgotten rows");
+                    let e = Arc::new(e);
                     for w in asked {
-                        let _ = w.send(Err(e.to_string()));
+                        let _ = w.send(Err(Arc::clone(&e)));
                     }
                 }
             }
@@ -529,7 +533,7 @@ impl Vectors {
         if let Some(waiters) = due {
             let res = self.store.prune(READERS_GRACE).await.map_err(|e| {
                 tracing::warn!(error = %e, "cannot remove the vector versions of forgotten rows");
-                e.to_string()
+                Arc::new(e)
             });
             for w in waiters {
                 let _ = w.send(res.clone());

@@ -355,6 +355,10 @@ fn settings_for(data: &Path) -> memex::config::Settings {
     if let Ok(m) = std::env::var("MEMEX_VECTOR_MODEL") {
         s.vector.model = m;
     }
+    // `int8` (the default) or `f32`, to compare what the two precisions retrieve.
+    if let Ok(p) = std::env::var("MEMEX_VECTOR_PRECISION") {
+        s.vector.precision = p;
+    }
     // Another similarity floor than the model's own, to measure one before choosing it.
     if let Ok(f) = std::env::var("MEMEX_VECTOR_MIN_SIMILARITY") {
         s.vector.min_similarity = Some(f.parse().expect("MEMEX_VECTOR_MIN_SIMILARITY: a cosine"));
