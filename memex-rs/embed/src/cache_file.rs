@@ -40,19 +40,46 @@ pub(crate) fn stamp(source: &Path, opened: &std::fs::File) -> Option<Vec<u8>> {
 /// anyway), when it is a regular file: not a FIFO or a device, which could block or never end.
 /// Opened without blocking, and checked on the handle, so that nothing swapped in at the
 /// path in between is read.
-pub(crate) fn map(path: &Path) -> Result<memmap2::Mmap, String> {
+pub(crate) fn map(path: &Path) -> Result<memmap2::Mmap, Unusable> {
     let mut open = std::fs::OpenOptions::new();
     open.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
-    let file = open.open(path).map_err(|e| e.to_string())?;
-    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
-        return Err("not a regular file".into());
+    let file = open.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Unusable::NotAFile);
     }
     // SAFETY: mapped read-only. Memex never changes a cache file in place: a new one is written
     // under another name and renamed over it, and the map keeps the old one (a tool that
     // rewrites it in place breaks that, as it would for a model's own mapped files).
-    unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| e.to_string())
+    Ok(unsafe { memmap2::MmapOptions::new().populate().map(&file) }?)
+}
+
+/// Why a cache file is not read (the model's own files are read instead, and the cache file
+/// is written again).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unusable {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("it ends early")]
+    EndsEarly,
+    /// Not a file of this kind at all (its magic bytes are others).
+    #[error("not a {0}")]
+    OtherKind(&'static str),
+    #[error("written in layout {0}")]
+    OtherLayout(String),
+    /// Made from another file than the model's (or by another version of Memex).
+    #[error("made from another {0} or by another version")]
+    OtherSource(&'static str),
+    #[error("its checksum does not match")]
+    Checksum,
+    #[error("its settings cannot be read: {0}")]
+    Settings(#[from] serde_json::Error),
+    /// Its parts do not fit together (what does not, said).
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// The names of the temporary files [`write()`] makes: `.memex-cache-*.tmp`.
@@ -128,21 +155,21 @@ fn remove_stale_temporaries(dir: &Path) {
 pub(crate) struct Cursor<'a>(pub &'a [u8]);
 
 impl<'a> Cursor<'a> {
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Unusable> {
         if self.0.len() < n {
-            return Err("it ends early".into());
+            return Err(Unusable::EndsEarly);
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Unusable> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    pub(crate) fn u16(&mut self) -> Result<u16, String> {
+    pub(crate) fn u16(&mut self) -> Result<u16, Unusable> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }

@@ -212,16 +212,18 @@ impl Pieces {
         offsets: Vec<u32>,
         max_len: usize,
         skip: impl Fn(u32) -> bool,
-    ) -> Result<Pieces, String> {
+    ) -> Result<Pieces, EmbedError> {
         let count = offsets.len().saturating_sub(1);
         let mut longest = 0;
         for (id, w) in offsets.windows(2).enumerate() {
             if w[0] > w[1] || w[1] as usize > blob.len() {
-                return Err(format!("piece {id} does not lie inside the vocabulary"));
+                return Err(bad(format!(
+                    "piece {id} does not lie inside the vocabulary"
+                )));
             }
             let len = (w[1] - w[0]) as usize;
             if len > max_len {
-                return Err(format!("piece {id} is {len} bytes long"));
+                return Err(bad(format!("piece {id} is {len} bytes long")));
             }
             longest = longest.max(len);
         }
@@ -337,8 +339,7 @@ fn parse(buf: &[u8]) -> Result<Parsed, EmbedError> {
     // The control pieces mark a text's ends: `<s>` typed in a text is three characters.
     let pieces = Pieces::new(blob.to_vec(), offsets, MAX_PIECE_BYTES, |id| {
         [bos, eos, pad, unk].contains(&id)
-    })
-    .map_err(bad)?;
+    })?;
     let unk_score = scores.iter().copied().fold(f32::INFINITY, f32::min) - 10.0;
     let entries = c.count("normalisation entries", 1 << 20)?;
     let map_len = c.count("normalisation bytes", 1 << 26)?;
@@ -783,6 +784,7 @@ mod tests {
             Pieces::new(blob.to_vec(), offsets.to_vec(), 8, |_| false)
                 .err()
                 .unwrap_or_else(|| panic!("{offsets:?} accepted"))
+                .to_string()
         };
         let blob = "ab修c".as_bytes();
         // Falling, past the blob, a piece too long.

@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::cache_file::{self, Cursor};
+use super::cache_file::{self, Cursor, Unusable};
 use super::encoder::Dense;
 use super::int8::{self, Bytes, Packed};
 
@@ -75,20 +75,20 @@ fn i32s(bytes: &[u8]) -> Vec<i32> {
 impl Stored {
     /// The file at `path`, when it is whole and was made from the checkpoint `stamp` names
     /// with this layout; else why not.
-    fn read(path: &Path, stamp: &[u8]) -> Result<Stored, String> {
+    fn read(path: &Path, stamp: &[u8]) -> Result<Stored, Unusable> {
         let map = cache_file::map(path)?;
         let mut c = Cursor(&map);
         if c.take(MAGIC.len())? != MAGIC {
-            return Err("not a file of packed layers".into());
+            return Err(Unusable::OtherKind("file of packed layers"));
         }
         let (format, packing, count) = (c.u32()?, c.u32()?, c.u32()? as usize);
         let (stamp_len, table_len, crc) = (c.u32()? as usize, c.u32()? as usize, c.u32()?);
         debug_assert_eq!(map.len() - c.0.len(), HEADER);
         if (format, packing) != (FORMAT, int8::PACKING) {
-            return Err(format!("written for layout {format}/{packing:#x}"));
+            return Err(Unusable::OtherLayout(format!("{format}/{packing:#x}")));
         }
         if c.take(stamp_len)? != stamp {
-            return Err("made from another checkpoint or by another version".into());
+            return Err(Unusable::OtherSource("checkpoint"));
         }
         // The structure first (cheap, and it bounds every range by the file's length), then
         // the checksum over all of it.
@@ -99,11 +99,13 @@ impl Stored {
         for _ in 0..count {
             let len = usize::from(table.u16()?);
             let name = std::str::from_utf8(table.take(len)?)
-                .map_err(|_| "a layer name is not UTF-8")?
+                .map_err(|_| Unusable::Inconsistent("a layer name is not UTF-8".into()))?
                 .to_owned();
             let (n, k) = (table.u32()? as usize, table.u32()? as usize);
             if !(1..=MAX_OUTPUTS).contains(&n) || !(1..=int8::MAX_INPUTS).contains(&k) {
-                return Err(format!("{name} has {n} outputs and {k} inputs"));
+                return Err(Unusable::Inconsistent(format!(
+                    "{name} has {n} outputs and {k} inputs"
+                )));
             }
             entries.push(Entry {
                 runs: runs(n, k, &mut at),
@@ -112,20 +114,25 @@ impl Stored {
                 k,
             });
             if at > map.len() {
-                return Err(format!("{} bytes are too few for its layers", map.len()));
+                return Err(Unusable::Inconsistent(format!(
+                    "{} bytes are too few for its layers",
+                    map.len()
+                )));
             }
         }
         if !table.0.is_empty() {
-            return Err("its table is longer than its layers".into());
-        }
-        if at != map.len() {
-            return Err(format!(
-                "it holds {} bytes, its layers need {at}",
-                map.len()
+            return Err(Unusable::Inconsistent(
+                "its table is longer than its layers".into(),
             ));
         }
+        if at != map.len() {
+            return Err(Unusable::Inconsistent(format!(
+                "it holds {} bytes, its layers need {at}",
+                map.len()
+            )));
+        }
         if crc32fast::hash(&map[HEADER..]) != crc {
-            return Err("its checksum does not match".into());
+            return Err(Unusable::Checksum);
         }
         Ok(Stored {
             map: Arc::new(map),

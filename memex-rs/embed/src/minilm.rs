@@ -32,21 +32,18 @@ struct Config {
 }
 
 impl Config {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unfit> {
         if self.hidden_act != "gelu" {
-            return Err(format!(
-                "hidden_act {} (only gelu is built)",
-                self.hidden_act
-            ));
+            return Err(Unfit::Activation(self.hidden_act.clone()));
         }
         if self.hidden_size != DIMENSION
             || self.num_attention_heads == 0
             || !self.hidden_size.is_multiple_of(self.num_attention_heads)
         {
-            return Err(format!(
-                "hidden_size {} with {} heads (expected {DIMENSION}, split evenly)",
-                self.hidden_size, self.num_attention_heads
-            ));
+            return Err(Unfit::Hidden {
+                size: self.hidden_size,
+                heads: self.num_attention_heads,
+            });
         }
         if self.max_position_embeddings < MAX_TOKENS
             || self.num_hidden_layers > 64
@@ -54,14 +51,36 @@ impl Config {
             || self.vocab_size == 0
             || !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0)
         {
-            return Err(
-                "max_position_embeddings, num_hidden_layers, intermediate_size, vocab_size or \
-                 layer_norm_eps out of range"
-                    .into(),
-            );
+            return Err(Unfit::OutOfRange);
         }
         Ok(())
     }
+}
+
+/// What makes a model's configuration or checkpoint unusable (the file's name goes in front).
+#[derive(Debug, thiserror::Error)]
+enum Unfit {
+    #[error("hidden_act {0} (only gelu is built)")]
+    Activation(String),
+    #[error("hidden_size {size} with {heads} heads (expected {DIMENSION}, split evenly)")]
+    Hidden { size: usize, heads: usize },
+    #[error(
+        "max_position_embeddings, num_hidden_layers, intermediate_size, vocab_size or \
+         layer_norm_eps out of range"
+    )]
+    OutOfRange,
+    #[error("{0}")]
+    Header(#[from] safetensors::SafeTensorError),
+    #[error("no f32 tensor {0}")]
+    Missing(String),
+    #[error("{name} has shape {got:?}, expected {expected:?}")]
+    Shape {
+        name: String,
+        got: Vec<usize>,
+        expected: Vec<usize>,
+    },
+    #[error("{0} lies past the end of the file")]
+    PastEnd(String),
 }
 
 /// The network in memory: the word table stays in the file's memory map.
@@ -173,9 +192,8 @@ struct Tensors<'a> {
 }
 
 impl<'a> Tensors<'a> {
-    fn read(map: &'a [u8]) -> Result<Tensors<'a>, String> {
-        let (header, meta) =
-            safetensors::SafeTensors::read_metadata(map).map_err(|e| e.to_string())?;
+    fn read(map: &'a [u8]) -> Result<Tensors<'a>, Unfit> {
+        let (header, meta) = safetensors::SafeTensors::read_metadata(map)?;
         let start = 8 + header;
         let mut index = HashMap::new();
         for (name, info) in meta.tensors() {
@@ -188,21 +206,25 @@ impl<'a> Tensors<'a> {
     }
 
     /// Where the f32 tensor `name` of `shape` starts in the file.
-    fn offset(&self, name: &str, shape: &[usize]) -> Result<usize, String> {
+    fn offset(&self, name: &str, shape: &[usize]) -> Result<usize, Unfit> {
         let (got, range) = self
             .index
             .get(name)
-            .ok_or_else(|| format!("no f32 tensor {name}"))?;
+            .ok_or_else(|| Unfit::Missing(name.to_owned()))?;
         if got != shape || range.len() != shape.iter().product::<usize>() * 4 {
-            return Err(format!("{name} has shape {got:?}, expected {shape:?}"));
+            return Err(Unfit::Shape {
+                name: name.to_owned(),
+                got: got.clone(),
+                expected: shape.to_vec(),
+            });
         }
         if range.end > self.map.len() {
-            return Err(format!("{name} lies past the end of the file"));
+            return Err(Unfit::PastEnd(name.to_owned()));
         }
         Ok(range.start)
     }
 
-    fn floats(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, String> {
+    fn floats(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Unfit> {
         let at = self.offset(name, shape)?;
         let len = shape.iter().product::<usize>() * 4;
         Ok(super::f32s(&self.map[at..at + len]))
@@ -216,18 +238,18 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
     // `memex models install` replaces it by rename, never in place.
     let map = unsafe { memmap2::Mmap::map(&file) }
         .map_err(|e| model_err(format!("cannot map {}: {e}", weights.display())))?;
-    let bad = |e: String| model_err(format!("{}: {e}", weights.display()));
+    let bad = |e: Unfit| model_err(format!("{}: {e}", weights.display()));
     let t = Tensors::read(&map).map_err(bad)?;
     let (h, ff) = (c.hidden_size, c.intermediate_size);
     let eps = c.layer_norm_eps as f32;
-    let norm = |name: &str| -> Result<Norm, String> {
+    let norm = |name: &str| -> Result<Norm, Unfit> {
         Ok(Norm {
             w: t.floats(&format!("{name}.weight"), &[h])?,
             b: t.floats(&format!("{name}.bias"), &[h])?,
             eps,
         })
     };
-    let part = |name: &str, n: usize, k: usize| -> Result<(Vec<f32>, Vec<f32>), String> {
+    let part = |name: &str, n: usize, k: usize| -> Result<(Vec<f32>, Vec<f32>), Unfit> {
         Ok((
             t.floats(&format!("{name}.weight"), &[n, k])?,
             t.floats(&format!("{name}.bias"), &[n])?,
@@ -235,12 +257,12 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
     };
     // Linear layers from the file of packed layers when an earlier load left one.
     let layers = Layers::open(weights, cache_file::stamp(weights, &file), int8);
-    let dense = |name: &str, n: usize, k: usize| -> Result<Dense, String> {
+    let dense = |name: &str, n: usize, k: usize| -> Result<Dense, Unfit> {
         layers.dense(name, (n, k), || part(name, n, k))
     };
     // Everything but the map, which the tensors borrow until then.
     type Parts = (usize, Vec<f32>, Vec<f32>, Norm, Encoder);
-    let build = || -> Result<Parts, String> {
+    let build = || -> Result<Parts, Unfit> {
         let blocks = (0..c.num_hidden_layers)
             .map(|l| {
                 let n = |s: &str| format!("encoder.layer.{l}.{s}");
@@ -259,7 +281,7 @@ fn load_network(weights: &Path, c: &Config, int8: bool) -> Result<Network, Embed
                     ffn_norm: norm(&n("output.LayerNorm"))?,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, Unfit>>()?;
         Ok((
             t.offset("embeddings.word_embeddings.weight", &[c.vocab_size, h])?,
             t.floats(

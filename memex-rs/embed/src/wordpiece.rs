@@ -35,7 +35,7 @@ use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Encoding, Model, Token, Tokenizer, TokenizerImpl};
 
 use super::EmbedError;
-use super::cache_file::{self, Cursor};
+use super::cache_file::{self, Cursor, Unusable};
 
 const MAGIC: &[u8; 8] = b"MEMEXWP\0";
 const FORMAT: u32 = 1;
@@ -377,32 +377,32 @@ pub struct Vocab {
 impl Vocab {
     /// The vocabulary and settings of a compiled file, when it is whole and made from the file
     /// `stamp` names; else why not.
-    fn read(bytes: Bytes, stamp: &[u8]) -> Result<(Vocab, Settings), String> {
+    fn read(bytes: Bytes, stamp: &[u8]) -> Result<(Vocab, Settings), Unusable> {
+        let bad = |what: String| Unusable::Inconsistent(what);
         let mut c = Cursor(&bytes);
         if c.take(MAGIC.len())? != MAGIC {
-            return Err("not a compiled vocabulary".into());
+            return Err(Unusable::OtherKind("compiled vocabulary"));
         }
         let format = c.u32()?;
         let (stamp_len, settings_len) = (c.u32()? as usize, c.u32()? as usize);
         let (count, slots, crc) = (c.u32()? as usize, c.u32()? as usize, c.u32()?);
         if format != FORMAT {
-            return Err(format!("written in format {format}"));
+            return Err(Unusable::OtherLayout(format.to_string()));
         }
         if c.take(stamp_len)? != stamp {
-            return Err("made from another tokenizer file or by another version".into());
+            return Err(Unusable::OtherSource("tokenizer file"));
         }
         if !(1..=MAX_TOKENS).contains(&count) || slots != (2 * count).next_power_of_two() {
-            return Err(format!("{count} tokens in {slots} slots"));
+            return Err(bad(format!("{count} tokens in {slots} slots")));
         }
-        let settings: Settings =
-            serde_json::from_slice(c.take(settings_len)?).map_err(|e| e.to_string())?;
+        let settings: Settings = serde_json::from_slice(c.take(settings_len)?)?;
         let offsets = bytes.len() - c.0.len();
         c.take(4 * (count + 1))?;
         let slots_at = bytes.len() - c.0.len();
         c.take(4 * slots)?;
         let text = bytes.len() - c.0.len();
         if crc32fast::hash(&bytes[HEADER..]) != crc {
-            return Err("its checksum does not match".into());
+            return Err(Unusable::Checksum);
         }
         let mut v = Vocab {
             count,
@@ -424,37 +424,37 @@ impl Vocab {
         for i in 0..=count {
             let o = v.u32_at(v.offsets, i) as usize;
             if o < at || o > v.bytes.len() - v.text {
-                return Err(format!("token {i} lies outside the token bytes"));
+                return Err(bad(format!("token {i} lies outside the token bytes")));
             }
             v.longest = v.longest.max(o - at);
             at = o;
         }
         if at != v.bytes.len() - v.text {
-            return Err("the token bytes are longer than the tokens".into());
+            return Err(bad("the token bytes are longer than the tokens".into()));
         }
         let mut used = 0;
         for i in 0..slots {
             match v.u32_at(v.slots, i) as usize {
                 0 => {}
                 id if id <= count => used += 1,
-                id => return Err(format!("slot {i} holds id {}", id - 1)),
+                id => return Err(bad(format!("slot {i} holds id {}", id - 1))),
             }
         }
         if used != count {
-            return Err(format!("{used} slots are used for {count} tokens"));
+            return Err(bad(format!("{used} slots are used for {count} tokens")));
         }
         v.unk = v
             .id(settings.unk_token.as_bytes())
-            .ok_or("the unknown token is not in the vocabulary")?;
+            .ok_or_else(|| bad("the unknown token is not in the vocabulary".into()))?;
         if let Some(a) = settings
             .added
             .iter()
             .find(|a| v.id(a.content.as_bytes()) != Some(a.id))
         {
-            return Err(format!(
+            return Err(bad(format!(
                 "the added token {} is not the vocabulary's",
                 a.content
-            ));
+            )));
         }
         Ok((v, settings))
     }
@@ -768,8 +768,13 @@ mod tests {
     fn a_wrong_structure_under_a_right_checksum_is_refused_not_read_out_of_range() {
         let json = tokenizer_json(&[], 12);
         let good = compile(&json, b"s").unwrap();
-        let read =
-            |b: Vec<u8>| Vocab::read(Bytes::Owned(cache_file::with_checksum(b)), b"s").map(drop);
+        let read = |b: Vec<u8>| match Vocab::read(Bytes::Owned(cache_file::with_checksum(b)), b"s")
+        {
+            Ok(_) => Ok(()),
+            // What the structure checks found, apart from the file ending early.
+            Err(Unusable::Inconsistent(why)) => Err(why),
+            Err(other) => Err(format!("{other:?}")),
+        };
         assert!(read(good.clone()).is_ok());
         let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
         let (stamp_len, settings_len) = (u32_at(&good, 12) as usize, u32_at(&good, 16) as usize);
@@ -809,6 +814,9 @@ mod tests {
         assert!(err.contains("added token [MASK]"), "{err}");
         assert!(read(set(good.clone(), 20, 1 << 23)).is_err());
         // Another stamp: not read.
-        assert!(Vocab::read(Bytes::Owned(good), b"t").is_err());
+        assert!(matches!(
+            Vocab::read(Bytes::Owned(good), b"t"),
+            Err(Unusable::OtherSource(_))
+        ));
     }
 }

@@ -107,8 +107,8 @@ pub(super) async fn compact_regenerate(
         }
     };
     let confirmed = bool_field(obj, "confirm").map_err(ApiError::bad_parameter)?;
-    let levels =
-        queue::regenerate_levels(field("level")?.as_deref()).map_err(ApiError::bad_parameter)?;
+    let levels = queue::regenerate_levels(field("level")?.as_deref())
+        .map_err(|e| ApiError::bad_parameter(BadField::new("level", e)))?;
     let since = field("since")?
         .map(|t| {
             search::parse_time(&t).map_err(|e| ApiError::bad_parameter(format!("`since`: {e}")))

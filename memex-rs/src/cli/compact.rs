@@ -108,9 +108,8 @@ pub(super) fn compact(ctx: &Ctx, cmd: CompactCommand) -> Result<()> {
         _ => None,
     };
     if let CompactCommand::Regenerate { level, .. } = &cmd {
-        queue::regenerate_levels(Some(level)).map_err(|e| {
-            user_error(e.replace("`level`", "--level"), "for example --level talks")
-        })?;
+        queue::regenerate_levels(Some(level))
+            .map_err(|e| user_error(format!("--level {e}"), "for example --level talks"))?;
     }
     let session_pk = match &cmd {
         CompactCommand::Session { id }

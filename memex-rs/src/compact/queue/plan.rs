@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{enqueue, now_ms};
 use crate::compact::{Engine, Switches};
-use crate::layer::Layer;
+use crate::layer::{Layer, UnknownName};
 
 /// Queues the work a session's progress made possible. `final_` treats its last talk as
 /// complete and asks for (or refreshes) its L3. Returns the jobs queued.
@@ -119,14 +119,17 @@ pub fn converge(
 
 /// `observations`, `talks`, `sessions` (the levels as search names them) or `all` (the
 /// default); the job names `l1`, `l2`, `l3` are read too.
-pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<Layer>, String> {
+pub fn regenerate_levels(level: Option<&str>) -> Result<Vec<Layer>, UnknownName> {
     match level.unwrap_or("all") {
         "all" => Ok(Layer::COMPACT.to_vec()),
         other => Layer::from_job(other)
             .or_else(|| other.parse::<Layer>().ok().filter(|l| l.job().is_some()))
             .map(|l| vec![l])
             .ok_or_else(|| {
-                format!("`level` must be observations, talks, sessions or all, got `{other}`")
+                UnknownName::new(
+                    other,
+                    Layer::COMPACT.map(Layer::name).into_iter().chain(["all"]),
+                )
             }),
     }
 }
