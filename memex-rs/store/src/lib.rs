@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod lock;
 pub mod read;
 pub mod scrub;
+pub mod sync;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -86,6 +87,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0014_forgotten_files",
         include_str!("../../../migrations/0014_forgotten_files.sql"),
+    ),
+    (
+        "0015_sync",
+        include_str!("../../../migrations/0015_sync.sql"),
     ),
 ];
 

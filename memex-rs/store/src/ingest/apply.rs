@@ -109,7 +109,7 @@ fn one<T>(
     tx.prepare_cached(sql)?.query_row(p, f)
 }
 
-fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
+pub(crate) fn apply_in(tx: &Connection, b: &Batch) -> rusqlite::Result<Applied> {
     let now = chrono::Utc::now().timestamp_millis();
     let path = b.path.to_string_lossy();
     // What the user forgot stays forgotten: its sessions and its messages' places are skipped.

@@ -11,6 +11,7 @@ mod discover;
 mod gone;
 mod prepare;
 
+pub(crate) use apply::apply_in;
 pub(super) use apply::refresh_session;
 pub use apply::{Applied, Outcome, apply, apply_all, resolve_project_hashes};
 pub use discover::{Job, discover, git_root};

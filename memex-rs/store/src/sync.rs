@@ -1,0 +1,909 @@
+//! What sync carries between one person's machines (issue 44), read from one archive and
+//! written into another as if that one had imported it.
+//!
+//! A [`Payload`] is a machine's messages past its last push, grouped by the file each came
+//! from, with what the archive knows of their sessions and each record's original bytes
+//! (redacted, as stored). [`apply`] turns each group back into an ingest batch and writes it
+//! through ingest's own path in the caller's transaction: redaction, full-text rows, raw
+//! blocks, session counters and what the user forgot are as after an import, and the vector
+//! indexer finds the new messages above its mark as it finds imported ones. A session first
+//! stored by a payload keeps the id of the machine it came from (`sessions.host`); its source
+//! file is named `sync:<host>:<path>` so that no local file is ever confused with it.
+//!
+//! Applying is idempotent (messages are unique per session and message id) and never changes
+//! a message another machine sent but by the same rules an import of a rewritten file follows.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use ai_cli_session_collector::{
+    Cursor, Edit, Flags, MessageKind, ParsedMessage, Role, SessionInfo, TitleSource, ToolCall,
+    ToolResult, Usage,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::ingest::{Batch, IngestOptions, PreparedSession, apply_in, pack_raw, prepare};
+
+/// The payload format this build writes and reads.
+pub const PAYLOAD_FORMAT: u32 = 1;
+
+/// One batch's content.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Payload {
+    pub format: u32,
+    pub sources: Vec<Source>,
+    /// The highest local message id the payload covers (the sender's push mark).
+    pub through: i64,
+}
+
+/// The messages of one source file, and their sessions.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Source {
+    pub agent: String,
+    /// The file on its machine (empty for messages that had none).
+    pub path: String,
+    pub sessions: Vec<SessionRecord>,
+    pub messages: Vec<MessageRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub info: SessionInfo,
+    pub git_root: Option<String>,
+}
+
+/// A stored message, every column of it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MessageRecord {
+    pub session_id: String,
+    pub message_id: String,
+    pub parent_id: Option<String>,
+    pub role: String,
+    pub kind: String,
+    pub prompt_number: u32,
+    pub ts: Option<i64>,
+    pub cwd: Option<String>,
+    pub git_branch: Option<String>,
+    pub model: Option<String>,
+    pub text: String,
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    /// The tool's input as JSON text.
+    pub tool_input: Option<String>,
+    pub is_error: bool,
+    pub usage_key: Option<String>,
+    /// Input, output, cache read, cache creation, reasoning.
+    pub usage: Option<[u64; 5]>,
+    pub agent_id: Option<String>,
+    pub sidechain: bool,
+    pub inherited: bool,
+    pub duplicate: bool,
+    pub active: bool,
+    pub line: u64,
+    pub seq: u64,
+    /// Secrets redacted from it where it was archived.
+    #[serde(default)]
+    pub redactions: u32,
+    pub raw: Option<Raw>,
+}
+
+/// A record's original bytes: as text when they are UTF-8 (nearly always), else as hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Raw {
+    Text(String),
+    Hex(String),
+}
+
+impl Raw {
+    fn of(bytes: Vec<u8>) -> Raw {
+        match String::from_utf8(bytes) {
+            Ok(s) => Raw::Text(s),
+            Err(e) => Raw::Hex(e.into_bytes().iter().map(|b| format!("{b:02x}")).collect()),
+        }
+    }
+
+    fn bytes(&self) -> Option<Vec<u8>> {
+        match self {
+            Raw::Text(s) => Some(s.clone().into_bytes()),
+            Raw::Hex(h) => (h.len().is_multiple_of(2))
+                .then(|| {
+                    (0..h.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                        .collect()
+                })
+                .flatten(),
+        }
+    }
+}
+
+/// Why a payload was not applied. Nothing of it is stored then.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(
+        "written in payload format {0}, newer than this Memex ({PAYLOAD_FORMAT}): update Memex"
+    )]
+    NewerFormat(u32),
+    #[error("its content cannot be read: {0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// What applying a payload changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    pub messages: u64,
+    pub sessions: u64,
+    /// Messages of agents this build does not know, or without a usable role or kind: kept
+    /// out, counted.
+    pub skipped: u64,
+}
+
+/// The next payload of this machine's own messages after `through` (a message id), holding
+/// about `budget` bytes of text and records; `None` when there are none.
+pub fn next_payload(
+    conn: &Connection,
+    through: i64,
+    budget: usize,
+) -> rusqlite::Result<Option<Payload>> {
+    let mut st = conn.prepare_cached(
+        "SELECT m.id, s.agent, s.session_id, COALESCE(f.path, ''), m.message_id, m.parent_id,
+                m.role, m.kind, m.prompt_number, m.ts, m.cwd, m.git_branch, m.model,
+                CASE WHEN m.text IS NOT NULL THEN m.text ELSE memex_unzstd(m.text_z) END,
+                m.tool_name, m.tool_call_id, m.tool_input, m.is_error, m.usage_key,
+                m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens,
+                m.reasoning_tokens, m.agent_id, m.sidechain, m.inherited, m.duplicate, m.active,
+                m.line, m.seq, m.raw_block, m.raw_offset, m.raw_len, m.redactions
+         FROM messages m JOIN sessions s ON s.id = m.session_pk
+         LEFT JOIN source_files f ON f.id = m.source_file_id
+         WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%')
+         ORDER BY m.id LIMIT 2000",
+    )?;
+    let mut rows = st.query([through])?;
+    let mut payload = Payload {
+        format: PAYLOAD_FORMAT,
+        sources: Vec::new(),
+        through,
+    };
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    let mut blocks: Option<(i64, Vec<u8>)> = None;
+    let mut bytes = 0usize;
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let (agent, session_id, path): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
+        let text: Option<String> = r.get(13)?;
+        let usage: [Option<i64>; 5] = [r.get(19)?, r.get(20)?, r.get(21)?, r.get(22)?, r.get(23)?];
+        let raw_at: (Option<i64>, Option<i64>, Option<i64>) = (r.get(31)?, r.get(32)?, r.get(33)?);
+        let raw = match raw_at {
+            (Some(block), Some(off), Some(len)) => {
+                if blocks.as_ref().is_none_or(|(b, _)| *b != block) {
+                    let data: Option<Vec<u8>> = conn
+                        .prepare_cached("SELECT data FROM raw_blocks WHERE id = ?1")?
+                        .query_row([block], |r| r.get(0))
+                        .optional()?;
+                    blocks = Some((
+                        block,
+                        data.map(|d| crate::unzstd_bytes(&d)).unwrap_or_default(),
+                    ));
+                }
+                let all = &blocks.as_ref().expect("just read").1;
+                all.get(off as usize..(off + len) as usize)
+                    .map(|b| Raw::of(b.to_vec()))
+            }
+            _ => None,
+        };
+        let m = MessageRecord {
+            session_id: session_id.clone(),
+            message_id: r.get(4)?,
+            parent_id: r.get(5)?,
+            role: r.get(6)?,
+            kind: r.get(7)?,
+            prompt_number: r.get(8)?,
+            ts: r.get(9)?,
+            cwd: r.get(10)?,
+            git_branch: r.get(11)?,
+            model: r.get(12)?,
+            text: text.unwrap_or_default(),
+            tool_name: r.get(14)?,
+            tool_call_id: r.get(15)?,
+            tool_input: r.get(16)?,
+            is_error: r.get(17)?,
+            usage_key: r.get(18)?,
+            usage: usage
+                .iter()
+                .any(Option::is_some)
+                .then(|| usage.map(|u| u.unwrap_or(0).max(0) as u64)),
+            agent_id: r.get(24)?,
+            sidechain: r.get(25)?,
+            inherited: r.get(26)?,
+            duplicate: r.get(27)?,
+            active: r.get(28)?,
+            line: r.get::<_, i64>(29)?.max(0) as u64,
+            seq: r.get::<_, i64>(30)?.max(0) as u64,
+            redactions: r.get(34)?,
+            raw,
+        };
+        bytes += m.text.len()
+            + match &m.raw {
+                Some(Raw::Text(s) | Raw::Hex(s)) => s.len(),
+                None => 0,
+            };
+        let at = *index
+            .entry((agent.clone(), path.clone()))
+            .or_insert_with(|| {
+                payload.sources.push(Source {
+                    agent: agent.clone(),
+                    path: path.clone(),
+                    sessions: Vec::new(),
+                    messages: Vec::new(),
+                });
+                payload.sources.len() - 1
+            });
+        payload.sources[at].messages.push(m);
+        payload.through = id;
+        if bytes >= budget {
+            break;
+        }
+    }
+    drop(rows);
+    if payload.sources.is_empty() {
+        return Ok(None);
+    }
+    for s in &mut payload.sources {
+        let ids: Vec<String> = {
+            let mut seen = HashSet::new();
+            s.messages
+                .iter()
+                .filter(|m| seen.insert(m.session_id.as_str()))
+                .map(|m| m.session_id.clone())
+                .collect()
+        };
+        for sid in ids {
+            if let Some(rec) = session_record(conn, &s.agent, &sid, &s.path)? {
+                s.sessions.push(rec);
+            }
+        }
+    }
+    Ok(Some(payload))
+}
+
+/// What the archive knows of one session, as an adapter would report it.
+fn session_record(
+    conn: &Connection,
+    agent: &str,
+    session_id: &str,
+    path: &str,
+) -> rusqlite::Result<Option<SessionRecord>> {
+    conn.prepare_cached(
+        "SELECT project_path, git_root, project_hash, git_branch, model, title, title_rank,
+                parent_session_id, is_subagent, source_path, started_at, updated_at
+         FROM sessions WHERE agent = ?1 AND session_id = ?2",
+    )?
+    .query_row(params![agent, session_id], |r| {
+        let title: Option<String> = r.get(5)?;
+        let rank: i64 = r.get(6)?;
+        let source: Option<String> = r.get(9)?;
+        Ok(SessionRecord {
+            info: SessionInfo {
+                session_id: session_id.to_owned(),
+                project_path: r.get(0)?,
+                project_hash: r.get(2)?,
+                git_branch: r.get(3)?,
+                model: r.get(4)?,
+                title: title.zip(title_source(rank)).map(|(t, s)| (s, t)),
+                parent_session_id: r.get(7)?,
+                is_subagent: r.get(8)?,
+                own_file: source.as_deref() == Some(path) && !path.is_empty(),
+                started_at: r.get(10)?,
+                updated_at: r.get(11)?,
+            },
+            git_root: r.get(1)?,
+        })
+    })
+    .optional()
+}
+
+fn title_source(rank: i64) -> Option<TitleSource> {
+    Some(match rank {
+        1 => TitleSource::FirstPrompt,
+        2 => TitleSource::Summary,
+        3 => TitleSource::Generated,
+        4 => TitleSource::Custom,
+        _ => return None,
+    })
+}
+
+/// Where a source of `host` is kept in this archive: a name no local file can have.
+pub fn source_name(host: &str, path: &str) -> String {
+    format!("sync:{host}:{path}")
+}
+
+/// Writes a payload from `host` in the caller's transaction. `agents`: the agent names this
+/// build knows (a payload names agents as text).
+pub fn apply(
+    tx: &Connection,
+    host: &str,
+    payload: Payload,
+    agents: &[&'static str],
+    opts: &IngestOptions,
+) -> Result<Applied, ApplyError> {
+    if payload.format > PAYLOAD_FORMAT {
+        return Err(ApplyError::NewerFormat(payload.format));
+    }
+    let mut out = Applied::default();
+    for source in payload.sources {
+        let Some(agent) = agents.iter().copied().find(|a| *a == source.agent) else {
+            out.skipped += source.messages.len() as u64;
+            continue;
+        };
+        let ids: HashSet<String> = source
+            .sessions
+            .iter()
+            .map(|s| s.info.session_id.clone())
+            .chain(source.messages.iter().map(|m| m.session_id.clone()))
+            .collect();
+        let mut known = tx.prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent = ?1 AND session_id = ?2)",
+        )?;
+        let mut new_sessions = Vec::new();
+        for id in ids {
+            if !known.query_row(params![agent, id], |r| r.get::<_, bool>(0))? {
+                new_sessions.push(id);
+            }
+        }
+        drop(known);
+        let mut inactive: HashMap<String, Vec<String>> = HashMap::new();
+        let mut messages = Vec::with_capacity(source.messages.len());
+        let mut bytes = 0u64;
+        for m in source.messages {
+            let (Some(role), Some(kind)) = (Role::parse(&m.role), MessageKind::parse(&m.kind))
+            else {
+                out.skipped += 1;
+                continue;
+            };
+            if !m.active {
+                inactive
+                    .entry(m.session_id.clone())
+                    .or_default()
+                    .push(m.message_id.clone());
+            }
+            let raw = m.raw.as_ref().and_then(Raw::bytes);
+            bytes += (m.text.len() + raw.as_ref().map_or(0, Vec::len)) as u64;
+            let (stored_input, redactions) = (m.tool_input.clone(), m.redactions);
+            let mut p = prepare(parsed(agent, m, role, kind, raw), opts);
+            // The input as it was stored (already redacted), even where it is not JSON.
+            p.tool_input = stored_input;
+            p.redactions = p.redactions.max(redactions);
+            messages.push(p);
+        }
+        let raw_blocks = pack_raw(&mut messages);
+        let name = source_name(host, &source.path);
+        let batch = Batch {
+            agent,
+            root: PathBuf::from(format!("sync:{host}")),
+            path: PathBuf::from(&name),
+            seen: None,
+            cursor: Cursor::default(),
+            messages,
+            raw_blocks,
+            sessions: source
+                .sessions
+                .into_iter()
+                .map(|s| PreparedSession {
+                    info: s.info,
+                    git_root: s.git_root,
+                })
+                .collect(),
+            edits: inactive
+                .into_iter()
+                .map(|(session_id, message_ids)| Edit::Deactivate {
+                    session_id,
+                    message_ids,
+                })
+                .collect(),
+            issues: Vec::new(),
+            bytes,
+        };
+        let applied = apply_in(tx, &batch)?;
+        out.messages += applied.inserted;
+        let mut mark = tx.prepare_cached(
+            "UPDATE sessions SET host = ?1 WHERE agent = ?2 AND session_id = ?3 AND host IS NULL",
+        )?;
+        for id in &new_sessions {
+            out.sessions += mark.execute(params![host, agent, id])? as u64;
+        }
+    }
+    Ok(out)
+}
+
+/// This archive's host id, made by `new_id` the first time it is asked for.
+pub fn host_id(conn: &Connection, new_id: impl FnOnce() -> String) -> rusqlite::Result<String> {
+    conn.execute(
+        "INSERT INTO sync_self (id, host) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING",
+        [new_id()],
+    )?;
+    conn.query_row("SELECT host FROM sync_self WHERE id = 1", [], |r| r.get(0))
+}
+
+/// How far this archive's own series reached the target: the last batch's number and the
+/// last message id it covers (`(0, 0)` before the first push).
+pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, i64)> {
+    Ok(conn
+        .query_row(
+            "SELECT pushed_seq, pushed_through FROM sync_self WHERE id = 1",
+            [],
+            |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, 0)))
+}
+
+/// Notes that the target holds this archive's batch `seq`, covering messages up to `through`
+/// (only forward: an older note arriving late changes nothing).
+pub fn set_pushed(conn: &Connection, seq: u64, through: i64, now: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = MAX(pushed_through, ?2),
+           pushed_at = ?3
+         WHERE id = 1 AND pushed_seq < ?1",
+        params![seq as i64, through, now],
+    )?;
+    Ok(())
+}
+
+/// Pins the target's archive and key id at the first sync; afterwards, what was pinned when it
+/// differs (a target that now holds another archive, or a new key).
+pub fn pin(
+    conn: &Connection,
+    archive: &str,
+    key_id: &str,
+) -> rusqlite::Result<Option<(String, String)>> {
+    conn.execute(
+        "UPDATE sync_self SET archive = ?1, key_id = ?2 WHERE id = 1 AND archive IS NULL",
+        params![archive, key_id],
+    )?;
+    let pinned: (Option<String>, Option<String>) = conn.query_row(
+        "SELECT archive, key_id FROM sync_self WHERE id = 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(match pinned {
+        (Some(a), Some(k)) if a == archive && k == key_id => None,
+        (a, k) => Some((a.unwrap_or_default(), k.unwrap_or_default())),
+    })
+}
+
+/// Puts the push note back to what the target holds: its series ends at `seq`, covering
+/// messages up to `through` (a target restored from an older backup lost the batches after).
+pub fn reset_pushed(conn: &Connection, seq: u64, through: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = ?2 WHERE id = 1",
+        params![seq as i64, through],
+    )?;
+    Ok(())
+}
+
+/// The batches of `host` that did not open or apply, to be tried again.
+pub fn failures(conn: &Connection, host: &str) -> rusqlite::Result<Vec<u64>> {
+    conn.prepare_cached("SELECT seq FROM sync_failures WHERE host = ?1 ORDER BY seq")?
+        .query_map([host], |r| Ok(r.get::<_, i64>(0)?.max(0) as u64))?
+        .collect()
+}
+
+/// The last batch of `host` handled here (0: none).
+pub fn applied_seq(conn: &Connection, host: &str) -> rusqlite::Result<u64> {
+    Ok(conn
+        .query_row(
+            "SELECT applied_seq FROM sync_peers WHERE host = ?1",
+            [host],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()?
+        .unwrap_or(0)
+        .max(0) as u64)
+}
+
+/// What became of one pulled batch.
+#[derive(Debug)]
+pub enum Pulled {
+    /// Written (or found written before: nothing changed).
+    Applied(Applied),
+    /// Did not open or apply: recorded in `sync_failures`, skipped.
+    Failed(String),
+    /// Already handled by an earlier pull.
+    Seen,
+}
+
+/// Handles batch `seq` of `host` in one transaction with the note that it was handled: the
+/// payload applied, or `failure` (why it did not open) recorded and the batch skipped so that
+/// the rest goes on. Batches come in order; one at or below the last handled is
+/// [`Pulled::Seen`], unless it is a recorded failure being tried again (applied now, its record
+/// goes).
+pub fn take_batch(
+    conn: &mut Connection,
+    host: &str,
+    seq: u64,
+    batch: Result<Payload, String>,
+    agents: &[&'static str],
+    opts: &IngestOptions,
+    now: i64,
+) -> rusqlite::Result<Pulled> {
+    let tx = conn.transaction()?;
+    let retry: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sync_failures WHERE host = ?1 AND seq = ?2)",
+        params![host, seq as i64],
+        |r| r.get(0),
+    )?;
+    if applied_seq(&tx, host)? >= seq && !retry {
+        return Ok(Pulled::Seen);
+    }
+    let outcome = match batch.map(|p| apply(&tx, host, p, agents, opts)) {
+        Ok(Ok(a)) => Pulled::Applied(a),
+        Ok(Err(ApplyError::Sql(e))) => return Err(e),
+        Ok(Err(e)) => Pulled::Failed(e.to_string()),
+        Err(why) => Pulled::Failed(why),
+    };
+    match &outcome {
+        Pulled::Failed(why) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO sync_failures (host, seq, reason, at) VALUES (?1, ?2, ?3, ?4)",
+                params![host, seq as i64, why, now],
+            )?;
+        }
+        _ => {
+            tx.execute(
+                "DELETE FROM sync_failures WHERE host = ?1 AND seq = ?2",
+                params![host, seq as i64],
+            )?;
+        }
+    }
+    // A retried batch leaves the mark where it is (the batches after it were handled).
+    tx.execute(
+        "INSERT INTO sync_peers (host, applied_seq, pulled_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (host) DO UPDATE SET applied_seq = MAX(applied_seq, excluded.applied_seq),
+           pulled_at = excluded.pulled_at",
+        params![host, seq as i64, now],
+    )?;
+    tx.commit()?;
+    Ok(outcome)
+}
+
+/// A message record as the adapter of `agent` would have parsed it.
+fn parsed(
+    agent: &'static str,
+    m: MessageRecord,
+    role: Role,
+    kind: MessageKind,
+    raw: Option<Vec<u8>>,
+) -> ParsedMessage {
+    // Ingest stores a tool input exactly when the message has a tool call, and a call id or
+    // an error flag from a tool call or a tool result.
+    let tool_call = m.tool_input.as_deref().map(|input| ToolCall {
+        name: m.tool_name.clone().unwrap_or_default(),
+        input: serde_json::from_str(input)
+            .unwrap_or_else(|_| serde_json::Value::String(input.to_owned())),
+        call_id: m.tool_call_id.clone(),
+    });
+    let tool_result = (kind == MessageKind::ToolResult
+        || m.is_error
+        || (tool_call.is_none() && m.tool_call_id.is_some()))
+    .then(|| ToolResult {
+        call_id: m.tool_call_id.clone(),
+        is_error: m.is_error,
+    });
+    ParsedMessage {
+        agent,
+        session_id: m.session_id,
+        message_id: m.message_id,
+        parent_id: m.parent_id,
+        role,
+        kind,
+        prompt_number: m.prompt_number,
+        timestamp: m.ts,
+        cwd: m.cwd,
+        git_branch: m.git_branch,
+        model: m.model,
+        text: m.text,
+        tool_call,
+        tool_result,
+        usage: m.usage.map(|u| Usage {
+            input_tokens: u[0],
+            output_tokens: u[1],
+            cache_read_tokens: u[2],
+            cache_creation_tokens: u[3],
+            reasoning_tokens: u[4],
+        }),
+        usage_key: m.usage_key,
+        agent_id: m.agent_id,
+        flags: Flags {
+            sidechain: m.sidechain,
+            inherited: m.inherited,
+            duplicate: m.duplicate,
+        },
+        line: m.line,
+        seq: m.seq,
+        raw,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use ai_cli_session_collector::AdapterRegistry;
+
+    use super::*;
+    use crate::ingest::{discover, import};
+
+    const HOST: &str = "0123456789abcdef0123456789abcdef";
+
+    fn opts() -> IngestOptions {
+        IngestOptions {
+            redact: true,
+            fts_max_bytes: 1 << 20,
+            batch_bytes: 1 << 20,
+            threads: 1,
+        }
+    }
+
+    fn fixtures() -> PathBuf {
+        std::env::var_os("MEMEX_FIXTURES").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+            PathBuf::from,
+        )
+    }
+
+    /// An archive in `data` holding the Claude, Codex and Gemini fixtures.
+    fn imported(data: &Path) {
+        let registry = Arc::new(AdapterRegistry::new());
+        let f = fixtures();
+        let roots = [
+            ("claude".to_owned(), f.join("claude/projects")),
+            ("codex".to_owned(), f.join("codex/handwritten/sessions")),
+            (
+                "gemini".to_owned(),
+                f.join("gemini/handwritten/gemini-home/tmp"),
+            ),
+        ];
+        let jobs = discover(&registry, &roots);
+        assert!(jobs.len() > 5, "{jobs:?}");
+        let (writer, handle) = crate::Writer::start(data).unwrap();
+        let stop = AtomicBool::new(false);
+        import(&writer, data, registry, jobs, &opts(), &stop, &|_| {}).unwrap();
+        drop(writer);
+        handle.join().unwrap();
+    }
+
+    /// One stored message: every column but the row ids, and its record's bytes.
+    type Row = (Vec<rusqlite::types::Value>, Option<Vec<u8>>);
+
+    /// Every message of the archive, in a fixed order.
+    fn contents(conn: &Connection) -> Vec<Row> {
+        let mut st = conn
+            .prepare(
+                "SELECT s.agent, s.session_id, m.message_id, m.parent_id, m.role, m.kind,
+                        m.prompt_number, m.ts, m.cwd, m.git_branch, m.model,
+                        COALESCE(m.text, memex_unzstd(m.text_z)), m.tool_name, m.tool_call_id,
+                        m.tool_input, m.is_error, m.usage_key, m.input_tokens, m.output_tokens,
+                        m.cache_read_tokens, m.cache_creation_tokens, m.reasoning_tokens,
+                        m.agent_id, m.sidechain, m.inherited, m.duplicate, m.active, m.line,
+                        m.seq, m.redactions, m.raw_block, m.raw_offset, m.raw_len
+                 FROM messages m JOIN sessions s ON s.id = m.session_pk
+                 ORDER BY 1, 2, 3",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            let columns = (0..30)
+                .map(|i| r.get::<_, rusqlite::types::Value>(i))
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let block: Option<i64> = r.get(30)?;
+            let raw = match block {
+                Some(b) => {
+                    let data: Vec<u8> =
+                        conn.query_row("SELECT data FROM raw_blocks WHERE id = ?1", [b], |r| {
+                            r.get(0)
+                        })?;
+                    let all = crate::unzstd_bytes(&data);
+                    let (off, len): (i64, i64) = (r.get(31)?, r.get(32)?);
+                    Some(all[off as usize..(off + len) as usize].to_vec())
+                }
+                None => None,
+            };
+            Ok((columns, raw))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    }
+
+    /// Every payload of `conn`'s own messages, as they travel (JSON).
+    fn payloads(conn: &Connection, budget: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut through = 0;
+        while let Some(p) = next_payload(conn, through, budget).unwrap() {
+            assert!(p.through > through);
+            through = p.through;
+            out.push(serde_json::to_vec(&p).unwrap());
+        }
+        out
+    }
+
+    fn apply_all(conn: &mut Connection, batches: &[Vec<u8>]) -> Applied {
+        let agents = AdapterRegistry::new().names();
+        let mut total = Applied::default();
+        for b in batches {
+            let tx = conn.transaction().unwrap();
+            let p: Payload = serde_json::from_slice(b).unwrap();
+            let a = apply(&tx, HOST, p, &agents, &opts()).unwrap();
+            tx.commit().unwrap();
+            total.messages += a.messages;
+            total.sessions += a.sessions;
+            total.skipped += a.skipped;
+        }
+        total
+    }
+
+    #[test]
+    fn an_archive_travels_whole_once_and_forgetting_holds() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        imported(a.path());
+        let conn_a = crate::open(a.path()).unwrap();
+        let mine = contents(&conn_a);
+        assert!(mine.len() > 300, "{}", mine.len());
+        // Small payloads, so that sessions and files are cut across batches.
+        let batches = payloads(&conn_a, 16 << 10);
+        assert!(batches.len() > 5, "{}", batches.len());
+
+        let mut conn_b = crate::open(b.path()).unwrap();
+        let first = apply_all(&mut conn_b, &batches);
+        assert_eq!(first.messages as usize, mine.len());
+        assert_eq!(first.skipped, 0);
+        assert_eq!(
+            contents(&conn_b),
+            mine,
+            "every message, text and record as stored on A"
+        );
+        let (sessions, from_host): (i64, i64) = conn_b
+            .query_row(
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE host = ?1) FROM sessions",
+                [HOST],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            sessions, from_host,
+            "every session keeps the host it came from"
+        );
+        assert_eq!(first.sessions as i64, sessions);
+        let local_names: i64 = conn_b
+            .query_row(
+                "SELECT COUNT(*) FROM source_files WHERE path NOT LIKE 'sync:' || ?1 || ':%'",
+                [HOST],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(local_names, 0, "no pulled file is named like a local one");
+        // Searchable as on A.
+        let hits = |c: &Connection| -> i64 {
+            c.query_row(
+                "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'test'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert!(hits(&conn_a) > 0);
+        assert_eq!(hits(&conn_b), hits(&conn_a));
+        // Nothing pulled is pushed again, and applying again changes nothing.
+        assert!(next_payload(&conn_b, 0, 1 << 20).unwrap().is_none());
+        assert_eq!(apply_all(&mut conn_b, &batches).messages, 0);
+        assert_eq!(contents(&conn_b), mine);
+
+        // A session forgotten on B does not come back from an old batch.
+        let (agent, sid): (String, String) = conn_b
+            .query_row(
+                "SELECT agent, session_id FROM sessions ORDER BY message_count DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        crate::forget::forget(
+            &mut conn_b,
+            &crate::forget::Selector::Session(sid.clone()),
+            false,
+        )
+        .unwrap();
+        let left = contents(&conn_b).len();
+        assert!(left < mine.len());
+        assert_eq!(apply_all(&mut conn_b, &batches).messages, 0);
+        let back: i64 = conn_b
+            .query_row(
+                "SELECT COUNT(*) FROM sessions WHERE agent = ?1 AND session_id = ?2",
+                params![agent, sid],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!((back, contents(&conn_b).len()), (0, left));
+    }
+
+    #[test]
+    fn a_newer_payload_and_unknown_agents_are_refused_or_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::open(dir.path()).unwrap();
+        let agents = AdapterRegistry::new().names();
+        let newer = Payload {
+            format: PAYLOAD_FORMAT + 1,
+            ..Payload::default()
+        };
+        assert!(matches!(
+            apply(&conn, HOST, newer, &agents, &opts()),
+            Err(ApplyError::NewerFormat(_))
+        ));
+        let m = MessageRecord {
+            session_id: "s".into(),
+            message_id: "m".into(),
+            parent_id: None,
+            role: "user".into(),
+            kind: "user_prompt".into(),
+            prompt_number: 1,
+            ts: None,
+            cwd: None,
+            git_branch: None,
+            model: None,
+            text: "hello".into(),
+            tool_name: None,
+            tool_call_id: None,
+            tool_input: None,
+            is_error: false,
+            usage_key: None,
+            usage: None,
+            agent_id: None,
+            sidechain: false,
+            inherited: false,
+            duplicate: false,
+            active: true,
+            line: 1,
+            seq: 1,
+            redactions: 2,
+            raw: Some(Raw::Hex("zz".into())),
+        };
+        let strange = Payload {
+            format: PAYLOAD_FORMAT,
+            through: 1,
+            sources: vec![
+                Source {
+                    agent: "vim".into(),
+                    path: "/x".into(),
+                    sessions: vec![],
+                    messages: vec![m.clone()],
+                },
+                Source {
+                    agent: "claude".into(),
+                    path: "/y".into(),
+                    sessions: vec![],
+                    messages: vec![
+                        MessageRecord {
+                            kind: "shouting".into(),
+                            ..m.clone()
+                        },
+                        m,
+                    ],
+                },
+            ],
+        };
+        let a = apply(&conn, HOST, strange, &agents, &opts()).unwrap();
+        assert_eq!((a.messages, a.skipped), (1, 2));
+        // A record that is not hex is dropped, the message kept, with the count of secrets
+        // its own machine redacted from it.
+        let (raw, redactions): (Option<i64>, i64) = conn
+            .query_row("SELECT raw_block, redactions FROM messages", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((raw, redactions), (None, 2));
+    }
+}

@@ -1,0 +1,89 @@
+//! Sync between one person's machines (SPEC §10): each machine appends its own series of
+//! sealed batches `(archive, host, seq)` to a shared target, and reads the others' series.
+//!
+//! ```text
+//!  archive (SQLite) ──batch──▶ seal (zstd, ChaCha20-Poly1305) ──▶ Target::put (folder | PostgreSQL)
+//!  archive (SQLite) ◀─apply─── open (verify, inflate)        ◀── Target::get
+//! ```
+//!
+//! - [`engine`][]: push (the archive's new messages, sealed, as the next batches of its series)
+//!   and pull (each other host's batches after the last one handled, applied in order).
+//! - [`key`][]: the key that exists only on the user's machines, its file and its public id.
+//! - [`seal`][]: a batch's bytes on the target: compressed, then encrypted under a key derived
+//!   for that batch alone, bound to its archive, host and sequence number, so that a batch
+//!   moved to another host's series or another position fails to open.
+//! - [`target`][]: where batches are kept ([`target::Target`]), and [`folder`], the target that
+//!   is a directory (Syncthing, Dropbox, NFS, rsync carry it).
+//!
+//! The target learns sizes, counts, host ids and times; never a word, a path or a project.
+
+pub mod engine;
+pub mod folder;
+pub mod key;
+pub mod seal;
+pub mod target;
+
+/// A random id of 16 bytes, written as 32 lower-case hex digits: an archive's or a host's.
+pub fn new_id() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the operating system's random generator is unavailable");
+    hex(&b)
+}
+
+/// Whether `s` is an id as [`new_id`] makes them (what a target holds is checked with it
+/// before it names a folder or a row).
+pub fn is_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const H: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(H[usize::from(b >> 4)] as char);
+        s.push(H[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| Some((digit(p[0])? << 4) | digit(p[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random_hex_and_checked() {
+        let (a, b) = (new_id(), new_id());
+        assert!(is_id(&a) && is_id(&b) && a != b);
+        for bad in [
+            "",
+            "../../etc",
+            &a.to_uppercase(),
+            &a[..31],
+            &format!("{a}0"),
+        ] {
+            assert!(!is_id(bad), "{bad}");
+        }
+        assert_eq!(
+            unhex(&hex(&[0, 1, 0xab, 0xff])).unwrap(),
+            [0, 1, 0xab, 0xff]
+        );
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+}
