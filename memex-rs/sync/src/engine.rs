@@ -485,16 +485,14 @@ mod tests {
         }
 
         async fn engine(&self, folder: &Path, key: &SyncKey) -> Engine<Folder> {
+            self.engine_with(Folder::new(folder), key).await
+        }
+
+        async fn engine_with<T: Target>(&self, target: T, key: &SyncKey) -> Engine<T> {
             let agents = AdapterRegistry::new().names();
-            let e = Engine::open(
-                Folder::new(folder),
-                key.clone(),
-                &self.writer,
-                agents,
-                opts(),
-            )
-            .await
-            .unwrap();
+            let e = Engine::open(target, key.clone(), &self.writer, agents, opts())
+                .await
+                .unwrap();
             assert_eq!(e.host(), self.host);
             e
         }
@@ -644,5 +642,93 @@ mod tests {
             .err()
             .unwrap();
         assert!(matches!(e, SyncError::WrongKey { .. }), "{e}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn machines_converge_through_postgres_which_learns_no_word_of_them() {
+        let mut pg = crate::pg_server::PgServer::start();
+        let key = SyncKey::generate();
+        let url = pg.url();
+        let target = || crate::postgres::Postgres::new(&url).unwrap();
+        target()
+            .prepare(&ArchiveInfo {
+                archive: crate::new_id(),
+                key_id: key.id(),
+                layout: LAYOUT,
+            })
+            .await
+            .unwrap();
+        let a = Machine::new(&[("claude", "claude/projects")]);
+        let b = Machine::new(&[("codex", "codex/handwritten/sessions")]);
+        let (na, nb) = (a.messages().len(), b.messages().len());
+        let ea = a.engine_with(target(), &key).await;
+        let eb = b.engine_with(target(), &key).await;
+        ea.push(&a.pool, &a.writer).await.unwrap();
+        eb.push(&b.pool, &b.writer).await.unwrap();
+        ea.pull(&a.pool, &a.writer).await.unwrap();
+        eb.pull(&b.pool, &b.writer).await.unwrap();
+        assert_eq!(a.messages().len(), na + nb);
+        assert_eq!(a.messages(), b.messages());
+
+        // The rows of every table of the database: no word of the messages, no project path.
+        let dump = pg.dump();
+        assert!(
+            dump.contains("memex_sync_batches"),
+            "the dump holds the tables"
+        );
+        let mut words: Vec<String> = a
+            .messages()
+            .iter()
+            .flat_map(|m| {
+                m.3.split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| w.len() >= 9 && w.chars().all(|c| c.is_ascii_alphabetic()))
+                    .map(str::to_lowercase)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        words.sort();
+        words.dedup();
+        assert!(words.len() > 50, "{}", words.len());
+        let lower = dump.to_lowercase();
+        let seen: Vec<&String> = words
+            .iter()
+            .filter(|w| lower.contains(w.as_str()))
+            .collect();
+        assert!(seen.is_empty(), "the database holds {seen:?}");
+        let projects: Vec<String> = a
+            .pool
+            .with(|c| {
+                c.prepare(
+                    "SELECT DISTINCT project_path FROM sessions WHERE project_path IS NOT NULL",
+                )
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+            })
+            .unwrap();
+        assert!(!projects.is_empty());
+        for p in &projects {
+            assert!(!dump.contains(p.as_str()), "the database holds {p}");
+        }
+
+        // The server goes away in the middle: a clear error; back, the next sync completes.
+        let c = Machine::new(&[("gemini", "gemini/handwritten/gemini-home/tmp")]);
+        let ec = c.engine_with(target(), &key).await;
+        pg.down();
+        let e = ec.push(&c.pool, &c.writer).await.unwrap_err();
+        assert!(
+            matches!(e, SyncError::Target(TargetError::Unreachable { .. })),
+            "{e}"
+        );
+        pg.up();
+        let pc = ec.push(&c.pool, &c.writer).await.unwrap();
+        assert!(pc.batches >= 1, "{pc:?}");
+        assert_eq!(
+            ea.pull(&a.pool, &a.writer).await.unwrap().messages,
+            pc.messages
+        );
+        assert_eq!(a.messages().len(), na + nb + c.messages().len());
     }
 }

@@ -13,13 +13,17 @@
 //!   for that batch alone, bound to its archive, host and sequence number, so that a batch
 //!   moved to another host's series or another position fails to open.
 //! - [`target`][]: where batches are kept ([`target::Target`]), and [`folder`], the target that
-//!   is a directory (Syncthing, Dropbox, NFS, rsync carry it).
+//!   is a directory (Syncthing, Dropbox, NFS, rsync carry it), and [`postgres`], the one
+//!   that is a PostgreSQL database.
 //!
 //! The target learns sizes, counts, host ids and times; never a word, a path or a project.
 
 pub mod engine;
 pub mod folder;
 pub mod key;
+#[cfg(test)]
+mod pg_server;
+pub mod postgres;
 pub mod seal;
 pub mod target;
 

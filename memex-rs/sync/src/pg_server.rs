@@ -1,0 +1,186 @@
+//! A real PostgreSQL server for the tests: Debian's `postgresql` package (`.ci/run` installs
+//! it), a cluster made by `initdb` in a temporary folder and started by `pg_ctl` on a free port
+//! of 127.0.0.1; as the user `nobody` when the tests run as root (PostgreSQL refuses root).
+//! Stopped, and its folder removed, when dropped. `MEMEX_TEST_PG_BIN` names the folder of
+//! `initdb` and `pg_ctl` when they are elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub(crate) struct PgServer {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pub(crate) port: u16,
+}
+
+/// The folder holding `initdb` and `pg_ctl`: the newest Debian cluster version.
+fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MEMEX_TEST_PG_BIN") {
+        return PathBuf::from(d);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("pg_ctl").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, b)| b).unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL's server programs are missing: `apt-get install postgresql` (what .ci/run \
+             does), or set MEMEX_TEST_PG_BIN"
+        )
+    })
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs a PostgreSQL program, as `nobody` when this process is root.
+fn run(bin: &Path, program: &str, args: &[&str]) -> std::process::Output {
+    let path = bin.join(program);
+    let mut cmd = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "nobody", "--"]).arg(&path);
+        c
+    } else {
+        Command::new(&path)
+    };
+    cmd.args(args)
+        .env_remove("PGDATA")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl PgServer {
+    pub(crate) fn start() -> PgServer {
+        let bin = bin_dir();
+        let dir = tempfile::tempdir().unwrap();
+        if is_root() {
+            // The cluster's folder must belong to the user that runs the server.
+            std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+        }
+        let data = dir.path().join("data");
+        let out = run(
+            &bin,
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "memex",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut server = PgServer { dir, bin, port: 0 };
+        server.up();
+        server
+    }
+
+    /// Starts the server (again) on a free port.
+    pub(crate) fn up(&mut self) {
+        if self.port == 0 {
+            self.port = free_port();
+        }
+        let data = self.dir.path().join("data");
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log");
+        let out = run(
+            &self.bin,
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-o",
+                &opts,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {} {}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// Stops the server at once (as a crash or a pulled plug would).
+    pub(crate) fn down(&self) {
+        let data = self.dir.path().join("data");
+        run(
+            &self.bin,
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("postgres://memex@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The rows of every table of the database, as `pg_dump --data-only` writes them.
+    pub(crate) fn dump(&self) -> String {
+        let out = run(
+            &self.bin,
+            "pg_dump",
+            &[
+                "--data-only",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "memex",
+                "postgres",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
