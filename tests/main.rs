@@ -19,5 +19,6 @@ mod release;
 mod secrets;
 mod security;
 mod serve;
+mod sync;
 mod vectors;
 mod web;

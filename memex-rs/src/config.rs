@@ -29,6 +29,50 @@ pub struct Settings {
     pub compact: CompactSettings,
     pub vector: VectorSettings,
     pub inject: InjectSettings,
+    pub sync: SyncSettings,
+}
+
+/// Sync between one person's machines (`memex sync`), end-to-end encrypted. Off until a target
+/// is known: `url` here, or the one `memex sync setup` / `join` recorded in the data folder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncSettings {
+    /// Where this machine's batches go and the others' come from: `postgres://…` (a database)
+    /// or `file:///folder` (a folder that Syncthing, Dropbox, NFS or rsync carries). Empty: the
+    /// target recorded by `memex sync setup` or `join`, if any.
+    pub url: String,
+    /// The sync key's file; empty: `sync.key` in the data folder.
+    pub key_file: String,
+    /// Seconds between pulls while `memex serve` runs.
+    pub interval_secs: u64,
+}
+
+impl Default for SyncSettings {
+    fn default() -> Self {
+        SyncSettings {
+            url: String::new(),
+            key_file: String::new(),
+            interval_secs: 30,
+        }
+    }
+}
+
+/// The schemes `[sync] url` accepts.
+pub const SYNC_SCHEMES: &[&str] = &["postgres://", "postgresql://", "file:///"];
+
+/// `url` with the password of a `scheme://user:password@host` URL replaced, for display.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_owned(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:(set)@{host}"),
+        None => url.to_owned(),
+    }
 }
 
 /// Memory pushed into Claude Code's context by its hooks (`memex inject`). Read by the hook
@@ -698,6 +742,9 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
             p.api_key = v.clone();
         }
     }
+    if !settings.sync.key_file.is_empty() {
+        settings.sync.key_file = expand(&settings.sync.key_file, inputs.home, inputs.env);
+    }
     for p in settings.inject.exclude_projects.iter_mut() {
         *p = expand(p, inputs.home, inputs.env);
     }
@@ -768,6 +815,17 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     )?;
     range("watch.debounce_ms", s.watch.debounce_ms, 0, 10_000)?;
     range("inject.log_days", s.inject.log_days, 0, 36_500)?;
+    range("sync.interval_secs", s.sync.interval_secs, 5, 86_400)?;
+    if !s.sync.url.is_empty() && !SYNC_SCHEMES.iter().any(|p| s.sync.url.starts_with(p)) {
+        return bad(
+            "sync.url",
+            format!(
+                "must start with {}, got `{}`",
+                SYNC_SCHEMES.join(", "),
+                without_password(&s.sync.url)
+            ),
+        );
+    }
     range("watch.idle_minutes", s.watch.idle_minutes, 1, 10_080)?;
     range(
         "api.max_body_bytes",
@@ -1069,6 +1127,7 @@ impl Settings {
         if !s.api.token.is_empty() {
             s.api.token = "(set)".into();
         }
+        s.sync.url = without_password(&s.sync.url);
         for provider in Provider::ALL {
             let p = s.compact.provider_settings_mut(provider);
             if !p.api_key.is_empty() {

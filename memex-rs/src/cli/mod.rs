@@ -11,6 +11,7 @@ mod search;
 mod serve;
 mod sessions;
 mod status;
+mod sync;
 
 pub use hooks::{is_hook_invocation, run_hook};
 
@@ -142,6 +143,26 @@ pub enum Command {
     },
     /// Print the settings in effect.
     Config {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sync with your other machines, end-to-end encrypted: alone, send this machine's new
+    /// messages and take the others' (setup and join first).
+    Sync {
+        #[command(subcommand)]
+        command: Option<sync::SyncCommand>,
+        /// Only send this machine's new messages.
+        #[arg(long, conflicts_with = "pull")]
+        push: bool,
+        /// Only take the other machines' new messages.
+        #[arg(long)]
+        pull: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The machines this archive syncs with: what each sent and what was taken, and how far
+    /// behind the target this machine is.
+    Hosts {
         #[arg(long)]
         json: bool,
     },
@@ -408,6 +429,20 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Inject { .. } | Command::Hook { .. } => unreachable!("handled above"),
         Command::Hooks { command } => hooks::hooks(&ctx, &cli_globals, command),
         Command::Agents { json } => agents::agents(&ctx, json),
+        Command::Sync {
+            command,
+            push,
+            pull,
+            json,
+        } => match command {
+            None => sync::sync(&ctx, push, pull, json),
+            Some(sync::SyncCommand::Setup { url, key_out }) => {
+                sync::setup(&ctx, &url, key_out.as_deref())
+            }
+            Some(sync::SyncCommand::Join { url, key }) => sync::join(&ctx, &url, &key),
+            Some(sync::SyncCommand::Status { json }) => sync::status(&ctx, json, false),
+        },
+        Command::Hosts { json } => sync::status(&ctx, json, true),
         Command::Export(a) => export::export(&ctx, a),
         Command::Stats { json } => status::stats(&ctx, json),
         Command::Status { json } => status::status(&ctx, json),

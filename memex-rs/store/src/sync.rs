@@ -505,6 +505,91 @@ pub fn applied_seq(conn: &Connection, host: &str) -> rusqlite::Result<u64> {
         .max(0) as u64)
 }
 
+/// What this archive knows of its sync, for `memex sync status` and `memex hosts`.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct State {
+    /// This archive's host id (`None` before its first sync).
+    pub host: Option<String>,
+    pub archive: Option<String>,
+    pub key_id: Option<String>,
+    pub pushed_seq: u64,
+    /// Epoch ms of the last push that sent a batch.
+    pub pushed_at: Option<i64>,
+    /// Messages of this machine not sent yet.
+    pub unsent: u64,
+    pub peers: Vec<Peer>,
+    /// Batches that did not open or apply: host, seq, why, when (epoch ms).
+    pub failures: Vec<(String, u64, String, i64)>,
+}
+
+/// Another machine, as this archive knows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peer {
+    pub host: String,
+    pub applied_seq: u64,
+    pub pulled_at: Option<i64>,
+    /// Sessions of it stored here.
+    pub sessions: u64,
+}
+
+/// The archive's sync state.
+pub fn state(conn: &Connection) -> rusqlite::Result<State> {
+    let (mut state, through) = conn
+        .query_row(
+            "SELECT host, archive, key_id, pushed_seq, pushed_at, pushed_through FROM sync_self
+             WHERE id = 1",
+            [],
+            |r| {
+                Ok((
+                    State {
+                        host: r.get(0)?,
+                        archive: r.get(1)?,
+                        key_id: r.get(2)?,
+                        pushed_seq: r.get::<_, i64>(3)?.max(0) as u64,
+                        pushed_at: r.get(4)?,
+                        ..State::default()
+                    },
+                    r.get::<_, i64>(5)?,
+                ))
+            },
+        )
+        .optional()?
+        .unwrap_or_default();
+    state.unsent = conn.query_row(
+        "SELECT COUNT(*) FROM messages m LEFT JOIN source_files f ON f.id = m.source_file_id
+         WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%')",
+        [through],
+        |r| r.get::<_, i64>(0),
+    )? as u64;
+    state.peers = conn
+        .prepare(
+            "SELECT p.host, p.applied_seq, p.pulled_at,
+                    (SELECT COUNT(*) FROM sessions s WHERE s.host = p.host)
+             FROM sync_peers p ORDER BY p.host",
+        )?
+        .query_map([], |r| {
+            Ok(Peer {
+                host: r.get(0)?,
+                applied_seq: r.get::<_, i64>(1)?.max(0) as u64,
+                pulled_at: r.get(2)?,
+                sessions: r.get::<_, i64>(3)?.max(0) as u64,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    state.failures = conn
+        .prepare("SELECT host, seq, reason, at FROM sync_failures ORDER BY host, seq")?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, i64>(1)?.max(0) as u64,
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(state)
+}
+
 /// What became of one pulled batch.
 #[derive(Debug)]
 pub enum Pulled {

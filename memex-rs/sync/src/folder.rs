@@ -47,6 +47,11 @@ impl Folder {
         Folder { root: root.into() }
     }
 
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn name(&self) -> String {
         format!("file://{}", self.root.display())
     }

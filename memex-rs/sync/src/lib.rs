@@ -26,6 +26,7 @@ mod pg_server;
 pub mod postgres;
 pub mod seal;
 pub mod target;
+pub mod url;
 
 /// A random id of 16 bytes, written as 32 lower-case hex digits: an archive's or a host's.
 pub fn new_id() -> String {

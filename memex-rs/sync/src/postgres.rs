@@ -37,10 +37,9 @@ impl Postgres {
     /// The target at `url` (`postgres://user:password@host:port/database`, or PostgreSQL's
     /// key=value form). Nothing is connected until it is used.
     pub fn new(url: &str) -> Result<Postgres, TargetError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| TargetError::Unexpected {
-            target: "the PostgreSQL URL".into(),
-            detail: format!("it cannot be read: {e}"),
-        })?;
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| TargetError::BadUrl(format!("it cannot be read as PostgreSQL's: {e}")))?;
         let host = config
             .get_hosts()
             .first()

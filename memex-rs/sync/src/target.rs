@@ -49,6 +49,8 @@ pub enum TargetError {
         host: String,
         seq: u64,
     },
+    #[error("the sync URL cannot be used: {0}")]
+    BadUrl(String),
     #[error("{target} holds something that is not Memex's: {detail}")]
     Unexpected { target: String, detail: String },
 }
