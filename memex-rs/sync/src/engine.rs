@@ -518,8 +518,9 @@ mod tests {
         }
     }
 
-    async fn prepared(folder: &Path, key: &SyncKey) {
-        Folder::new(folder)
+    /// `target` prepared for a new archive under `key`.
+    async fn prepared<T: Target>(target: &T, key: &SyncKey) {
+        target
             .prepare(&ArchiveInfo {
                 archive: crate::new_id(),
                 key_id: key.id(),
@@ -533,7 +534,7 @@ mod tests {
     async fn three_machines_converge_and_a_bad_batch_is_skipped() {
         let folder = tempfile::tempdir().unwrap();
         let key = SyncKey::generate();
-        prepared(folder.path(), &key).await;
+        prepared(&Folder::new(folder.path()), &key).await;
         let a = Machine::new(&[("claude", "claude/projects")]);
         let b = Machine::new(&[("codex", "codex/handwritten/sessions")]);
         let c = Machine::new(&[]);
@@ -606,7 +607,7 @@ mod tests {
     async fn a_push_that_stopped_before_noting_is_healed_not_repeated() {
         let folder = tempfile::tempdir().unwrap();
         let key = SyncKey::generate();
-        prepared(folder.path(), &key).await;
+        prepared(&Folder::new(folder.path()), &key).await;
         let a = Machine::new(&[("claude", "claude/projects")]);
         let ea = a.engine(folder.path(), &key).await;
         let first = ea.push(&a.pool, &a.writer).await.unwrap();
@@ -650,14 +651,7 @@ mod tests {
         let key = SyncKey::generate();
         let url = pg.url();
         let target = || crate::postgres::Postgres::new(&url).unwrap();
-        target()
-            .prepare(&ArchiveInfo {
-                archive: crate::new_id(),
-                key_id: key.id(),
-                layout: LAYOUT,
-            })
-            .await
-            .unwrap();
+        prepared(&target(), &key).await;
         let a = Machine::new(&[("claude", "claude/projects")]);
         let b = Machine::new(&[("codex", "codex/handwritten/sessions")]);
         let (na, nb) = (a.messages().len(), b.messages().len());
