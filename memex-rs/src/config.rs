@@ -1284,6 +1284,51 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_target_is_checked_and_its_password_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = resolve_with(
+            dir.path(),
+            &[("MEMEX_SYNC_URL", "s3://me:hunter2@bucket/x")],
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("sync.url") && err.contains("postgres://"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("hunter2"),
+            "the password is not repeated: {err}"
+        );
+        let err = resolve_with(dir.path(), &[("MEMEX_SYNC_INTERVAL_SECS", "1")], None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sync.interval_secs"), "{err}");
+        let ok = resolve_with(
+            dir.path(),
+            &[
+                (
+                    "MEMEX_SYNC_URL",
+                    "postgres://me:hunter2@db.example:5432/memex",
+                ),
+                ("MEMEX_SYNC_KEY_FILE", "~/keys/sync.key"),
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.settings.for_display().sync.url,
+            "postgres://me:(set)@db.example:5432/memex"
+        );
+        assert_eq!(
+            ok.settings.sync.key_file,
+            dir.path().join("keys/sync.key").display().to_string()
+        );
+        assert_eq!(without_password("file:///srv/sync"), "file:///srv/sync");
+    }
+
+    #[test]
     fn invalid_values_name_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let err = resolve_with(dir.path(), &[("MEMEX_STORE_REDACT", "maybe")], None).unwrap_err();
