@@ -100,21 +100,14 @@ impl Raw {
     fn of(bytes: Vec<u8>) -> Raw {
         match String::from_utf8(bytes) {
             Ok(s) => Raw::Text(s),
-            Err(e) => Raw::Hex(e.into_bytes().iter().map(|b| format!("{b:02x}")).collect()),
+            Err(e) => Raw::Hex(hex::encode(e.into_bytes())),
         }
     }
 
     fn bytes(&self) -> Option<Vec<u8>> {
         match self {
             Raw::Text(s) => Some(s.clone().into_bytes()),
-            Raw::Hex(h) => (h.len().is_multiple_of(2))
-                .then(|| {
-                    (0..h.len())
-                        .step_by(2)
-                        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-                        .collect()
-                })
-                .flatten(),
+            Raw::Hex(h) => hex::decode(h).ok(),
         }
     }
 }

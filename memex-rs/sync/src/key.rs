@@ -53,7 +53,7 @@ pub struct KeyId(pub [u8; 8]);
 
 impl std::fmt::Display for KeyId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::hex(&self.0))
+        f.write_str(&hex::encode(self.0))
     }
 }
 
@@ -67,7 +67,9 @@ impl std::str::FromStr for KeyId {
     type Err = KeyError;
 
     fn from_str(s: &str) -> Result<KeyId, KeyError> {
-        let b = crate::unhex(s).ok_or(KeyError::Malformed("a key id is 16 hex digits"))?;
+        let b = hex::decode(s)
+            .ok()
+            .ok_or(KeyError::Malformed("a key id is 16 hex digits"))?;
         Ok(KeyId(b.try_into().map_err(|_| {
             KeyError::Malformed("a key id is 16 hex digits")
         })?))
@@ -120,7 +122,7 @@ impl SyncKey {
              # machines sync; without it nobody can, not even you. Keep it private.\n\
              {KEY_LINE} {}\n",
             self.id(),
-            *Zeroizing::new(crate::hex(&self.0[..]))
+            *Zeroizing::new(hex::encode(&self.0[..]))
         ))
     }
 
@@ -149,7 +151,9 @@ impl SyncKey {
             None => line,
         };
         let bytes = Zeroizing::new(
-            crate::unhex(digits).ok_or(KeyError::Malformed("the key is not hex digits"))?,
+            hex::decode(digits)
+                .ok()
+                .ok_or(KeyError::Malformed("the key is not hex digits"))?,
         );
         let mut key = Zeroizing::new([0u8; 32]);
         if bytes.len() != key.len() {
@@ -217,7 +221,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains(&key.id().to_string()), "{text}");
         assert!(format!("{key:?}").contains(&key.id().to_string()));
-        assert!(!format!("{key:?}").contains(&crate::hex(&key.0[..])));
+        assert!(!format!("{key:?}").contains(&hex::encode(&key.0[..])));
         // Never overwritten.
         assert!(matches!(key.write_file(&path), Err(KeyError::Write { .. })));
         assert_eq!(text.lines().last().unwrap().len(), KEY_LINE.len() + 1 + 64);

@@ -32,39 +32,13 @@ pub mod url;
 pub fn new_id() -> String {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).expect("the operating system's random generator is unavailable");
-    hex(&b)
+    hex::encode(b)
 }
 
 /// Whether `s` is an id as [`new_id`] makes them (what a target holds is checked with it
 /// before it names a folder or a row).
 pub fn is_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const H: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(H[usize::from(b >> 4)] as char);
-        s.push(H[usize::from(b & 15)] as char);
-    }
-    s
-}
-
-pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    };
-    s.as_bytes()
-        .chunks(2)
-        .map(|p| Some((digit(p[0])? << 4) | digit(p[1])?))
-        .collect()
 }
 
 #[cfg(test)]
@@ -84,11 +58,5 @@ mod tests {
         ] {
             assert!(!is_id(bad), "{bad}");
         }
-        assert_eq!(
-            unhex(&hex(&[0, 1, 0xab, 0xff])).unwrap(),
-            [0, 1, 0xab, 0xff]
-        );
-        assert_eq!(unhex("abc"), None);
-        assert_eq!(unhex("zz"), None);
     }
 }
