@@ -909,6 +909,48 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_in_a_transcript_never_leaves_in_a_payload() {
+        let secret = "sk-ant-api03-ErQHQwjyaxErPZDS3MoJaQNjCxkv5ndK0meGR0vRFAKEzZ1fb6d06QGofB8Ch";
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("projects/-p");
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = serde_json::json!({
+            "type": "user", "uuid": "u1", "parentUuid": null, "sessionId": "s-secret",
+            "cwd": "/p", "timestamp": "2026-06-05T10:00:00.000Z",
+            "message": {"role": "user", "content": format!("deploy with key {secret} please")}
+        });
+        std::fs::write(dir.join("s-secret.jsonl"), format!("{line}\n")).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let registry = Arc::new(AdapterRegistry::new());
+        let jobs = discover(
+            &registry,
+            &[("claude".to_owned(), home.path().join("projects"))],
+        );
+        let (writer, handle) = crate::Writer::start(data.path()).unwrap();
+        import(
+            &writer,
+            data.path(),
+            registry,
+            jobs,
+            &opts(),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap();
+        drop(writer);
+        handle.join().unwrap();
+        let conn = crate::open(data.path()).unwrap();
+        let p = next_payload(&conn, 0, 1 << 20).unwrap().unwrap();
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains("deploy with key"), "the message travels");
+        assert!(json.contains("[REDACTED_SECRET]"), "{json}");
+        assert!(
+            !json.contains("ErQHQwjyax"),
+            "text and record are redacted: {json}"
+        );
+    }
+
+    #[test]
     fn a_newer_payload_and_unknown_agents_are_refused_or_counted() {
         let dir = tempfile::tempdir().unwrap();
         let conn = crate::open(dir.path()).unwrap();
