@@ -80,7 +80,11 @@ fn two_machines_share_one_memory_through_a_folder() {
         assert!(!ids(&a).is_empty(), "{q}");
         assert!(ids(&a).len() < 200, "{q}: every match fits");
         assert_eq!(ids(&a), ids(&b), "{q}");
-        assert_eq!(a["results"][0], b["results"][0], "{q}: the best hit");
+        // The same best hit (its score may differ in the last digits: each archive's
+        // full-text index keeps its own statistics).
+        for k in ["session_id", "message_id"] {
+            assert_eq!(a["results"][0][k], b["results"][0][k], "{q}: the best hit");
+        }
     }
     let hosts = laptop.json(&["hosts", "--json"]);
     assert_eq!(hosts["others"].as_array().unwrap().len(), 1, "{hosts}");
