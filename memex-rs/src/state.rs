@@ -1,6 +1,7 @@
 //! What the running service's components share, behind one cheap-to-clone [`Shared`] handle:
 //! its phase, the watcher's, ingester's and tracker's counters, and the idle-session events.
-//! The service writes it; the HTTP API and injection only read it.
+//! The service writes it; the HTTP API and injection only read it. [`SyncHandle`] is how the
+//! HTTP API asks the service's sync loop for a sync now.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,4 +136,40 @@ pub struct TrackerStats {
     pub active: AtomicU64,
     /// Idle events sent since start.
     pub idle_events: AtomicU64,
+}
+
+// ---- the sync (issue 44): how the HTTP API asks the service's sync loop for a sync now ----
+
+/// What one sync asked of the service did.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Synced {
+    pub pushed: Option<memex_sync::engine::PushReport>,
+    pub pulled: Option<memex_sync::engine::PullReport>,
+}
+
+/// A request for a sync now: push, pull, and where to answer.
+pub type Ask = (
+    bool,
+    bool,
+    tokio::sync::oneshot::Sender<Result<Synced, String>>,
+);
+
+/// Asks the running sync for a sync now.
+#[derive(Clone)]
+pub struct SyncHandle(tokio::sync::mpsc::Sender<Ask>);
+
+impl SyncHandle {
+    pub fn new(asks: tokio::sync::mpsc::Sender<Ask>) -> SyncHandle {
+        SyncHandle(asks)
+    }
+
+    /// Pushes and/or pulls now; the error is the sync's own, as text.
+    pub async fn now(&self, push: bool, pull: bool) -> Result<Synced, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.0
+            .send((push, pull, tx))
+            .await
+            .map_err(|_| "the service is stopping".to_owned())?;
+        rx.await.map_err(|_| "the service is stopping".to_owned())?
+    }
 }

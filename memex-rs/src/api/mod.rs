@@ -10,6 +10,7 @@ pub mod guard;
 pub mod listen;
 mod rewrite;
 pub mod signin;
+mod sync;
 mod web;
 
 pub use web::MAX_LIVE_STREAMS;
@@ -63,6 +64,9 @@ pub struct ApiState {
     pub shutdown: Option<tokio::sync::watch::Receiver<bool>>,
     /// The live pages' event streams open at once (see [`MAX_LIVE_STREAMS`]).
     pub live_streams: Arc<tokio::sync::Semaphore>,
+    /// The service's sync with the user's other machines (absent: this machine does not
+    /// sync).
+    pub sync: Option<crate::state::SyncHandle>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -131,6 +135,7 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/inject", post(inject_handler))
         .route("/api/forget", post(forget_handler))
         .route("/api/scrub", post(scrub_handler))
+        .route("/api/sync", post(sync::sync_handler))
         .route("/api/proof", get(proof))
         .route("/api/signin", post(signin_link))
         .merge(web::routes())
@@ -584,12 +589,17 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
 }
 
 async fn sessions(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
-    let p = Params::parse(q, &["agent", "project", "limit", "offset"])?;
+    let p = Params::parse(q, &["agent", "project", "host", "limit", "offset"])?;
     let limit = p.number("limit", 20, 1, 1000)?;
     let offset = p.number("offset", 0, 0, u32::MAX)?;
+    let host = p.get("host");
+    if let Some(h) = &host {
+        search::check_host(h).map_err(|e| ApiError::bad_parameter(format!("`host` {e}")))?;
+    }
     let filter = read::Filter {
         agent: p.agent()?,
         project: p.get("project"),
+        host,
         ..read::Filter::default()
     };
     let rows = read(&st, move |c| {

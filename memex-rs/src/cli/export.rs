@@ -63,6 +63,7 @@ pub(super) fn export(ctx: &Ctx, a: ExportArgs) -> Result<()> {
                 a.agent.clone(),
                 a.project.clone(),
                 None,
+                None,
                 a.since.clone(),
                 None,
             )?;

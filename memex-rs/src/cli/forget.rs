@@ -184,7 +184,7 @@ fn spinner(what: &'static str) -> Option<indicatif::ProgressBar> {
 
 /// Deletes the forgotten rows' vectors from the vector folder now, and the old versions that
 /// still hold them (a running service does this in its indexer: `POST /api/forget`).
-fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()> {
+pub(super) fn remove_vectors(s: &crate::config::Settings, gone: &[(i64, i64)]) -> Result<()> {
     let dir = s.data_dir();
     if gone.is_empty() || !crate::vector::dir(&dir).is_dir() {
         return Ok(());

@@ -319,6 +319,10 @@ pub enum SessionsCommand {
         agent: Option<String>,
         #[arg(long)]
         project: Option<String>,
+        /// Only sessions this machine archived (with sync): its name or id as `memex hosts`
+        /// shows them, or `local` for this machine.
+        #[arg(long)]
+        host: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: u32,
         #[arg(long)]
@@ -505,9 +509,14 @@ fn filter(
     agent: Option<String>,
     project: Option<String>,
     session: Option<String>,
+    host: Option<String>,
     since: Option<String>,
     until: Option<String>,
 ) -> Result<read::Filter> {
+    if let Some(h) = &host {
+        crate::search::check_host(h)
+            .map_err(|e| user_error(format!("--host {e}"), "`memex hosts` lists the machines"))?;
+    }
     let t = |s: Option<String>, flag: &str| -> Result<Option<i64>> {
         s.map(|s| {
             parse_time(&s).map_err(|e| {
@@ -523,6 +532,7 @@ fn filter(
         agent,
         project,
         session,
+        host,
         since: t(since, "since")?,
         until: t(until, "until")?,
     })

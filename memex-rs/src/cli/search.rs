@@ -131,13 +131,17 @@ fn print(res: &serde_json::Value, json: bool) -> Result<()> {
     for h in results {
         writeln!(
             out,
-            "{} {} {} #{} {} {}\n    {}",
+            "{} {} {} #{} {} {}{}\n    {}",
             h["timestamp"].as_str().unwrap_or("-"),
             text(h, "agent"),
             text(h, "session_id"),
             h["prompt_number"].as_i64().unwrap_or(0),
             text(h, "kind"),
             text(h, "project"),
+            h["host"]
+                .as_str()
+                .map(|m| format!(" @{m}"))
+                .unwrap_or_default(),
             text(h, "snippet")
         )?;
         let terms: Vec<&str> = h["terms"]

@@ -17,11 +17,12 @@ pub(super) fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
         SessionsCommand::List {
             agent,
             project,
+            host,
             limit,
             json,
         } => {
             check_agent(&AdapterRegistry::new(), &agent)?;
-            let f = filter(agent, project, None, None, None)?;
+            let f = filter(agent, project, None, host, None, None)?;
             let rows = read::list_sessions(&conn, &f, limit.min(10_000), 0)?;
             if json {
                 writeln!(out, "{}", json!({ "sessions": rows }))?;
@@ -33,9 +34,14 @@ pub(super) fn sessions(ctx: &Ctx, cmd: SessionsCommand) -> Result<()> {
                     (None, Some(p)) => format!("(sub-agent of {})", one_line(p, 8)),
                     (None, None) => String::new(),
                 };
+                let host = r
+                    .host
+                    .as_deref()
+                    .map(|h| format!("  @{h}"))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "{:<16}  {:<6} {:>5} msgs {:>3} prompts  {}  {title}",
+                    "{:<16}  {:<6} {:>5} msgs {:>3} prompts  {}  {title}{host}",
                     short_time(r.updated_at.as_deref()),
                     r.agent,
                     r.messages,

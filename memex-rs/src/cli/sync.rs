@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use serde_json::json;
 
-use memex_sync::engine::Engine;
+use memex_sync::engine::{Engine, Step};
 use memex_sync::key::SyncKey;
 use memex_sync::target::{ArchiveInfo, LAYOUT, Target};
 use memex_sync::url::{AnyTarget, target};
@@ -19,8 +19,8 @@ use super::{Ctx, reader, user_error, write_access};
 use crate::config::without_password;
 use crate::store::sync as archive;
 
-/// The target `memex sync setup` or `join` recorded (private: its URL may hold a password).
-const TARGET_FILE: &str = "sync-target";
+use crate::service::sync::TARGET_FILE;
+use crate::state::Synced;
 
 #[derive(Subcommand, Debug)]
 pub enum SyncCommand {
@@ -54,25 +54,13 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn key_path(ctx: &Ctx) -> PathBuf {
-    let s = &ctx.resolved.settings;
-    if s.sync.key_file.is_empty() {
-        s.data_dir().join("sync.key")
-    } else {
-        PathBuf::from(&s.sync.key_file)
-    }
+    crate::service::sync::key_path(&ctx.resolved.settings)
 }
 
 /// The target in effect: `[sync] url`, else the one setup or join recorded.
 fn configured_url(ctx: &Ctx) -> Result<Option<String>> {
-    let s = &ctx.resolved.settings;
-    if !s.sync.url.is_empty() {
-        return Ok(Some(s.sync.url.clone()));
-    }
-    match std::fs::read_to_string(s.data_dir().join(TARGET_FILE)) {
-        Ok(u) => Ok(Some(u.trim().to_owned()).filter(|u| !u.is_empty())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).context("cannot read the recorded sync target"),
-    }
+    crate::service::sync::configured_url(&ctx.resolved.settings)
+        .context("cannot read the recorded sync target")
 }
 
 /// Records the target in the data folder, readable by its owner only.
@@ -232,47 +220,111 @@ pub(super) fn sync(ctx: &Ctx, push: bool, pull: bool, json: bool) -> Result<()> 
     })?;
     let t = target_of(&url)?;
     let data_dir = s.data_dir();
+    let (push, pull) = (push || !pull, pull || !push);
+    // A running service syncs on its own; asked, it syncs now and says what it did.
+    if let Some(addr) = crate::store::lock::serving_addr(&data_dir) {
+        let v = super::post_service_within(
+            ctx,
+            &addr,
+            "/api/sync",
+            json!({"push": push, "pull": pull}),
+            SYNC_TIMEOUT,
+        )?;
+        let done: Synced =
+            serde_json::from_value(v).context("the service's answer cannot be read")?;
+        return report(&done, json);
+    }
     let (_lock, writer, handle) = write_access(
         &data_dir,
         "memex sync",
-        "stop `memex serve` to sync by hand",
+        "try again in a moment (another memex command holds the archive)",
     )?;
     let pool = crate::store::ReadPool::new(&data_dir);
-    let opts = crate::store::ingest::IngestOptions {
-        redact: s.store.redact,
-        fts_max_bytes: s.store.fts_max_bytes,
-        batch_bytes: s.import.batch_bytes,
-        threads: 1,
-    };
+    let opts = crate::service::sync::ingest_options(s);
     let rt = runtime()?;
     let agents = AdapterRegistry::new().names();
-    let (pushed, pulled) = rt.block_on(async {
-        let engine = Engine::open(t, key, &writer, agents, opts).await?;
-        let pushed = match pull && !push {
-            true => None,
-            false => Some(engine.push(&pool, &writer).await?),
+    let bar = progress_bar();
+    let done = rt.block_on(async {
+        let mut engine = Engine::open(t, key, &writer, agents, opts).await?;
+        if let Some(b) = &bar {
+            let b = b.clone();
+            engine.on_step(std::sync::Arc::new(move |s| match s {
+                Step::PushStarts { messages } => {
+                    b.reset();
+                    b.set_length(messages);
+                    b.set_message("sending");
+                }
+                Step::Pushed { messages } => b.inc(messages),
+                Step::PullStarts { batches } => {
+                    b.reset();
+                    b.set_length(batches);
+                    b.set_message("taking batches");
+                }
+                Step::Pulled => b.inc(1),
+            }));
+        }
+        let pushed = match push {
+            true => Some(engine.push(&pool, &writer).await?),
+            false => None,
         };
-        let pulled = match push && !pull {
-            true => None,
-            false => Some(engine.pull(&pool, &writer).await?),
+        let pulled = match pull {
+            true => Some(engine.pull(&pool, &writer).await?),
+            false => None,
         };
-        Ok::<_, memex_sync::engine::SyncError>((pushed, pulled))
+        Ok::<_, memex_sync::engine::SyncError>(Synced { pushed, pulled })
     })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     drop(writer);
     let _ = handle.join();
+    if let Some(p) = &done.pulled {
+        // What the other machines forgot goes from the vector index too.
+        super::forget::remove_vectors(s, &p.gone)?;
+    }
+    report(&done, json)
+}
+
+/// A bar on stderr for a long push or pull, when stderr is a terminal.
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
+}
+
+/// How long `memex sync` waits for a running service's sync (a first pull of a large archive
+/// takes minutes).
+const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn report(done: &Synced, json: bool) -> Result<()> {
+    let Synced { pushed, pulled } = done;
     if json {
         println!("{}", json!({"pushed": pushed, "pulled": pulled}));
         return Ok(());
     }
     if let Some(p) = &pushed {
+        let forgets = match p.forgets {
+            0 => String::new(),
+            n => format!(" and {n} forgotten sessions or messages"),
+        };
         println!(
-            "sent {} messages in {} batches ({} bytes sealed); this machine's series ends at {}",
+            "sent {} messages{forgets} in {} batches ({} bytes sealed); this machine's series ends at {}",
             p.messages, p.batches, p.bytes, p.seq
         );
     }
     if let Some(p) = &pulled {
+        let forgot = match p.forgotten {
+            0 => String::new(),
+            n => format!("; forgot {n} messages the other machines forgot"),
+        };
         println!(
-            "took {} messages ({} new sessions) in {} batches",
+            "took {} messages ({} new sessions) in {} batches{forgot}",
             p.messages, p.sessions, p.batches
         );
         for (host, seq, why) in &p.failed {
@@ -312,12 +364,13 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
             .peers
             .iter()
             .map(|p| {
-                json!({"host": p.host, "applied_seq": p.applied_seq, "pulled_at": crate::store::read::iso(p.pulled_at),
+                json!({"host": p.host, "name": p.name, "applied_seq": p.applied_seq, "pulled_at": crate::store::read::iso(p.pulled_at),
                        "sessions": p.sessions, "behind": lag(&p.host, p.applied_seq)})
             })
             .collect();
-        let this = json!({"host": state.host, "pushed_seq": state.pushed_seq,
-            "pushed_at": crate::store::read::iso(state.pushed_at), "unsent_messages": state.unsent});
+        let this = json!({"host": state.host, "name": state.name, "pushed_seq": state.pushed_seq,
+            "pushed_at": crate::store::read::iso(state.pushed_at), "unsent_messages": state.unsent,
+            "unsent_forgets": state.unsent_forgets});
         let v = if hosts_only {
             json!({"this": this, "others": peers})
         } else {
@@ -346,9 +399,17 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
         }
     }
     let when = |ms: Option<i64>| crate::store::read::iso(ms).unwrap_or_else(|| "never".into());
+    let forgets = match state.unsent_forgets {
+        0 => String::new(),
+        n => format!(" and {n} forgets"),
+    };
     println!(
-        "this machine  {}  sent through batch {} ({}), {} messages waiting",
-        state.host.as_deref().unwrap_or("(no sync yet)"),
+        "this machine  {}{}  sent through batch {} ({}), {} messages{forgets} waiting",
+        state.name.as_deref().unwrap_or(""),
+        state
+            .host
+            .as_deref()
+            .map_or_else(|| " (no sync yet)".to_owned(), |h| format!(" ({h})")),
         state.pushed_seq,
         when(state.pushed_at),
         state.unsent
@@ -360,7 +421,8 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
             None => "target not reached".to_owned(),
         };
         println!(
-            "{}  took through batch {} ({}), {} sessions, {behind}",
+            "{} ({})  took through batch {} ({}), {} sessions, {behind}",
+            p.name.as_deref().unwrap_or("unnamed"),
             p.host,
             p.applied_seq,
             when(p.pulled_at),

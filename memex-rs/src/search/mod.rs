@@ -34,7 +34,9 @@ use serde::Serialize;
 
 pub use self::nearest::{HitText, Nearby, nearby};
 use self::nearest::{Prefilter, VectorSide};
-pub use self::params::{BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent};
+pub use self::params::{
+    BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent, check_host,
+};
 use self::rank::{fts_layer, fuse};
 use crate::layer::{Layer, UnknownName};
 use crate::store::read::Filter;
@@ -159,6 +161,9 @@ pub struct Hit {
     pub message_id: Option<String>,
     pub agent: String,
     pub project: Option<String>,
+    /// The machine that archived it (with sync), by name; absent: this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub role: String,
     pub kind: String,
     pub prompt_number: i64,
@@ -440,6 +445,9 @@ fn filtered_out(
     }
     if let Some(s) = &f.session {
         named.push(format!("session `{s}`"));
+    }
+    if let Some(h) = &f.host {
+        named.push(format!("machine `{h}`"));
     }
     if !named.is_empty() {
         let mut args = Vec::new();

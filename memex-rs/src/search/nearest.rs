@@ -26,7 +26,7 @@ impl Prefilter {
     /// The sessions the filter allows (when it names any) and its time bounds.
     pub(super) fn of(conn: &Connection, f: &Filter) -> Result<Prefilter, SearchError> {
         let mut c = Vec::new();
-        if f.agent.is_some() || f.project.is_some() || f.session.is_some() {
+        if f.agent.is_some() || f.project.is_some() || f.session.is_some() || f.host.is_some() {
             let mut args = Vec::new();
             let cond = Filter {
                 since: None,

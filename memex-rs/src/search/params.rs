@@ -39,6 +39,10 @@ pub struct SearchRequest {
     /// Only this session (its id).
     #[arg(long)]
     pub session: Option<String>,
+    /// Only what this machine archived (with sync): its name or id as `memex hosts` shows
+    /// them, or `local` for this machine.
+    #[arg(long)]
+    pub host: Option<String>,
     /// Only messages at or after this time: RFC 3339, a date (2026-06-01) or an age (7d, 12h).
     #[arg(long)]
     pub since: Option<String>,
@@ -57,8 +61,8 @@ pub struct SearchRequest {
 
 /// The names of a search's parameters in a query string (`GET /api/search`):
 /// [`SearchRequest`]'s fields, with the query as `q`.
-pub const QUERY_NAMES: [&str; 9] = [
-    "q", "limit", "agent", "project", "session", "since", "until", "level", "mode",
+pub const QUERY_NAMES: [&str; 10] = [
+    "q", "limit", "agent", "project", "session", "host", "since", "until", "level", "mode",
 ];
 
 /// A parameter that cannot be used: its name (as [`SearchRequest`] spells it; each surface
@@ -87,6 +91,15 @@ pub fn check_agent(name: &str) -> Result<(), UnknownName> {
     }
 }
 
+/// Whether `name` can name a machine (see [`SearchRequest::host`]); why not.
+pub fn check_host(name: &str) -> Result<(), &'static str> {
+    if memex_store::sync::valid_name(name) {
+        Ok(())
+    } else {
+        Err("must be a machine's name or id as `memex hosts` shows them, or `local`")
+    }
+}
+
 fn given(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
 }
@@ -109,6 +122,7 @@ impl SearchRequest {
             agent: get("agent"),
             project: get("project"),
             session: get("session"),
+            host: get("host"),
             since: get("since"),
             until: get("until"),
             level: get("level"),
@@ -118,7 +132,18 @@ impl SearchRequest {
 
     /// The query string [`from_query`](Self::from_query) reads back: the parameters given.
     pub fn to_query(&self) -> Vec<(&'static str, String)> {
-        let [q, limit, agent, project, session, since, until, level, mode] = QUERY_NAMES;
+        let [
+            q,
+            limit,
+            agent,
+            project,
+            session,
+            host,
+            since,
+            until,
+            level,
+            mode,
+        ] = QUERY_NAMES;
         let mut out = vec![(q, self.query.clone())];
         if let Some(n) = self.limit {
             out.push((limit, n.to_string()));
@@ -127,6 +152,7 @@ impl SearchRequest {
             (agent, &self.agent),
             (project, &self.project),
             (session, &self.session),
+            (host, &self.host),
             (since, &self.since),
             (until, &self.until),
             (level, &self.level),
@@ -160,6 +186,10 @@ impl SearchRequest {
                 ));
             }
         };
+        let host = given(self.host);
+        if let Some(h) = &host {
+            check_host(h).map_err(|e| bad("host", e))?;
+        }
         let agent = given(self.agent);
         if let Some(a) = &agent {
             check_agent(a).map_err(|e| bad("agent", e))?;
@@ -186,6 +216,7 @@ impl SearchRequest {
                 agent,
                 project: given(self.project),
                 session: given(self.session),
+                host,
                 since: time(self.since, "since")?,
                 until: time(self.until, "until")?,
             },
@@ -269,6 +300,20 @@ mod tests {
             }),
             "mode"
         );
+        assert_eq!(
+            name(SearchRequest {
+                host: Some("lap\ntop".into()),
+                ..req()
+            }),
+            "host"
+        );
+        assert_eq!(
+            name(SearchRequest {
+                host: Some("x".repeat(65)),
+                ..req()
+            }),
+            "host"
+        );
         let long = SearchRequest {
             query: "x".repeat(MAX_QUERY_BYTES + 1),
             ..req()
@@ -284,6 +329,7 @@ mod tests {
             agent: Some("codex".into()),
             project: Some("/work/app".into()),
             session: Some("abc".into()),
+            host: Some("laptop".into()),
             since: Some("7d".into()),
             until: Some("2026-06-01".into()),
             level: Some("talks".into()),

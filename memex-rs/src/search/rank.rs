@@ -577,6 +577,7 @@ mod tests {
             message_id: None,
             agent: "claude".into(),
             project: None,
+            host: None,
             role: "user".into(),
             kind: "user_prompt".into(),
             prompt_number: 1,

@@ -14,6 +14,7 @@ fn layer_hit(r: &rusqlite::Row<'_>, l: Layer) -> rusqlite::Result<(Hit, String)>
             message_id: None,
             agent: r.get(1)?,
             project: r.get(2)?,
+            host: r.get(7)?,
             role: "summary".into(),
             kind: l.hit_kind().into(),
             prompt_number: r.get(3)?,
@@ -32,8 +33,11 @@ fn layer_hit(r: &rusqlite::Row<'_>, l: Layer) -> rusqlite::Result<(Hit, String)>
 /// The layer columns [`layer_hit`] reads, in order.
 fn layer_columns(c: &crate::layer::Columns) -> String {
     format!(
-        "s.session_id, s.agent, COALESCE(s.project_path, s.git_root), {}, {}, {}, x.id",
-        c.prompt, c.ts, c.text
+        "s.session_id, s.agent, COALESCE(s.project_path, s.git_root), {}, {}, {}, x.id, {}",
+        c.prompt,
+        c.ts,
+        c.text,
+        memex_store::host_name_sql!()
     )
 }
 
@@ -78,9 +82,10 @@ pub(super) fn raw_rows(
     let cond = filter.sql(Some("m.ts"), &mut args);
     let mut st = conn.prepare_cached(&format!(
         "SELECT s.session_id, m.message_id, s.agent, COALESCE(s.project_path, m.cwd), m.role, m.kind,
-                m.prompt_number, m.ts, COALESCE(m.text, memex_unzstd(m.text_z))
+                m.prompt_number, m.ts, COALESCE(m.text, memex_unzstd(m.text_z)), {host}
          FROM messages m JOIN sessions s ON s.id = m.session_pk
-         WHERE m.id = ?1 AND {cond}"
+         WHERE m.id = ?1 AND {cond}",
+        host = memex_store::host_name_sql!()
     ))?;
     let mut out = Vec::with_capacity(ids.len());
     for &id in ids {
@@ -93,6 +98,7 @@ pub(super) fn raw_rows(
                     message_id: Some(r.get(1)?),
                     agent: r.get(2)?,
                     project: r.get(3)?,
+                    host: r.get(9)?,
                     role: r.get(4)?,
                     kind: r.get(5)?,
                     prompt_number: r.get(6)?,

@@ -14,6 +14,7 @@
 
 mod champions;
 mod ingester;
+pub mod sync;
 pub mod tracker;
 
 use std::net::SocketAddr;
@@ -251,6 +252,29 @@ pub async fn run(
         .spawn(move || ingester.run(change_rx))
         .expect("spawn the ingester thread");
 
+    // The sync with the user's other machines, when this one syncs.
+    let (sync_handle, sync_task) = match sync::configured(s) {
+        Some((url, key)) => {
+            let (handle, asks) = sync::channel();
+            let run = sync::SyncLoop {
+                url,
+                key,
+                interval: Duration::from_secs(s.sync.interval_secs),
+                opts: sync::ingest_options(s),
+                data_dir: data_dir.clone(),
+                pool: store::ReadPool::new(&data_dir),
+                writer: writer.clone(),
+                state: state.clone(),
+                vectors: vectors.clone(),
+            };
+            (
+                Some(handle),
+                Some(tokio::spawn(run.run(asks, shutdown_rx.clone()))),
+            )
+        }
+        None => (None, None),
+    };
+
     // One set of reader slots for both listeners: they read the same archive on the same cores.
     let readers = Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots()));
     let hook_readers = Arc::new(tokio::sync::Semaphore::new(2));
@@ -273,6 +297,7 @@ pub async fn run(
         writer: Some(writer.clone()),
         shutdown: Some(shutdown_rx.clone()),
         live_streams: live_streams.clone(),
+        sync: sync_handle.clone(),
     };
     let mut servers = Vec::new();
     let socket_path = socket.as_ref().map(|(_, p)| p.clone());
@@ -338,6 +363,9 @@ pub async fn run(
         }
         if let Some(i) = indexer {
             let _ = i.await;
+        }
+        if let Some(t) = sync_task {
+            let _ = t.await;
         }
         for server in servers {
             let _ = server.await;

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use serde::Serialize;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
 
 use super::{unzstd_bytes, zstd_bytes};
 use crate::layer::Layer;
@@ -26,6 +26,19 @@ pub enum Selector {
     Before(i64),
     /// Every message, compact row and logged prompt containing this text (case-sensitive).
     Match(String),
+    /// What another machine forgot, by identity (sync): each is remembered as forgotten here
+    /// too, also when this archive does not hold it (yet).
+    Known(Vec<Forgotten>),
+}
+
+/// A session, or one message of it, forgotten by identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forgotten {
+    pub agent: String,
+    pub session_id: String,
+    /// `None`: the whole session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// What was (or, on a dry run, would be) removed.
@@ -155,7 +168,21 @@ fn forget_in(
     dry_run: bool,
 ) -> Result<ForgetReport, ForgetError> {
     let tx = conn.transaction()?;
-    let (whole, messages) = select(&tx, sel)?;
+    let r = forget_tx(&tx, sel, dry_run)?;
+    if !dry_run {
+        tx.commit()?;
+    }
+    Ok(r)
+}
+
+/// Forgets what another machine forgot, in the caller's transaction (which must run under
+/// [`wiping`]). The rows whose vectors must go are in the report's `gone`.
+pub fn forget_known(tx: &Connection, known: Vec<Forgotten>) -> Result<ForgetReport, ForgetError> {
+    forget_tx(tx, &Selector::Known(known), false)
+}
+
+fn forget_tx(tx: &Connection, sel: &Selector, dry_run: bool) -> Result<ForgetReport, ForgetError> {
+    let (whole, messages) = select(tx, sel)?;
     let mut r = ForgetReport {
         dry_run,
         ..ForgetReport::default()
@@ -305,19 +332,19 @@ fn forget_in(
     for s in &whole {
         let g = &mut r.gone;
         let cond = "session_pk = ?1";
-        r.observations += delete_layer(&tx, Layer::Observations, cond, &[s.pk], dry_run, g)?;
-        r.talk_summaries += delete_layer(&tx, Layer::Talks, cond, &[s.pk], dry_run, g)?;
-        r.session_summaries += delete_layer(&tx, Layer::Sessions, cond, &[s.pk], dry_run, g)?;
+        r.observations += delete_layer(tx, Layer::Observations, cond, &[s.pk], dry_run, g)?;
+        r.talk_summaries += delete_layer(tx, Layer::Talks, cond, &[s.pk], dry_run, g)?;
+        r.session_summaries += delete_layer(tx, Layer::Sessions, cond, &[s.pk], dry_run, g)?;
     }
     for &(pk, prompt) in &talks {
         let cond = "session_pk = ?1 AND prompt_number = ?2";
         let g = &mut r.gone;
-        r.observations += delete_layer(&tx, Layer::Observations, cond, &[pk, prompt], dry_run, g)?;
-        r.talk_summaries += delete_layer(&tx, Layer::Talks, cond, &[pk, prompt], dry_run, g)?;
+        r.observations += delete_layer(tx, Layer::Observations, cond, &[pk, prompt], dry_run, g)?;
+        r.talk_summaries += delete_layer(tx, Layer::Talks, cond, &[pk, prompt], dry_run, g)?;
     }
     for &pk in &touched_sessions {
         r.session_summaries += delete_layer(
-            &tx,
+            tx,
             Layer::Sessions,
             "session_pk = ?1",
             &[pk],
@@ -326,7 +353,7 @@ fn forget_in(
         )?;
     }
     if let Selector::Match(text) = sel {
-        let (o, t, s) = layer_matches(&tx, text, dry_run, &mut talks, &mut r.gone)?;
+        let (o, t, s) = layer_matches(tx, text, dry_run, &mut talks, &mut r.gone)?;
         r.observations += o;
         r.talk_summaries += t;
         r.session_summaries += s;
@@ -338,7 +365,7 @@ fn forget_in(
     for s in &whole {
         let needle = format!("\"session_id\":{}", serde_json::json!(s.session_id));
         r.injections += count_or_delete(
-            &tx,
+            tx,
             "injections",
             "session_id = ?1 OR instr(refs, ?2) > 0",
             params![s.session_id, needle],
@@ -347,7 +374,7 @@ fn forget_in(
     }
     if let Selector::Match(text) = sel {
         r.injections += count_or_delete(
-            &tx,
+            tx,
             "injections",
             "instr(prompt, ?1) > 0",
             params![text],
@@ -357,7 +384,7 @@ fn forget_in(
     // With a project, every call made in it (a session never archived included).
     if let Selector::Project(p) = sel {
         r.injections += count_or_delete(
-            &tx,
+            tx,
             "injections",
             "project = ?1 OR substr(project, 1, length(?1) + 1) = ?1 || '/'",
             params![p.trim_end_matches('/')],
@@ -367,7 +394,7 @@ fn forget_in(
 
     for s in &whole {
         r.compact_jobs += count_or_delete(
-            &tx,
+            tx,
             "compact_jobs",
             "session_pk = ?1",
             params![s.pk],
@@ -375,7 +402,7 @@ fn forget_in(
         )?;
     }
     if !dry_run {
-        r.raw_bytes = drop_records(&tx, &blocks)?;
+        r.raw_bytes = drop_records(tx, &blocks)?;
         for s in &whole {
             tx.execute(
                 "INSERT OR IGNORE INTO forgotten_sessions (agent, session_id, forgotten_at)
@@ -385,8 +412,8 @@ fn forget_in(
             tx.execute("DELETE FROM session_files WHERE session_pk = ?1", [s.pk])?;
             tx.execute("DELETE FROM sessions WHERE id = ?1", [s.pk])?;
         }
-        r.files = forget_files(&tx, &files)?;
-        r.requeued = requeue(&tx, &talks, now)?;
+        r.files = forget_files(tx, &files)?;
+        r.requeued = requeue(tx, &talks, now)?;
         if let Selector::Match(text) = sel {
             // A title quoting the text (derived from a forgotten prompt).
             tx.execute(
@@ -394,7 +421,9 @@ fn forget_in(
                 [text],
             )?;
         }
-        tx.commit()?;
+        if let Selector::Known(known) = sel {
+            remember_known(tx, known, now)?;
+        }
     }
     Ok(r)
 }
@@ -406,7 +435,7 @@ struct Whole {
     session_id: String,
 }
 
-fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>), ForgetError> {
+fn select(tx: &Connection, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>), ForgetError> {
     let sessions = |sql: &str, p: &dyn rusqlite::ToSql| -> rusqlite::Result<Vec<Whole>> {
         let mut st = tx.prepare(sql)?;
         st.query_map([p], |r| {
@@ -512,13 +541,70 @@ fn select(tx: &Transaction<'_>, sel: &Selector) -> Result<(Vec<Whole>, Vec<i64>)
             );
             (Vec::new(), msgs)
         }
+        Selector::Known(known) => {
+            let mut session =
+                tx.prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?;
+            let mut message = tx.prepare_cached(
+                "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_pk
+                 WHERE s.agent = ?1 AND s.session_id = ?2 AND m.message_id = ?3",
+            )?;
+            let (mut all, mut msgs) = (Vec::new(), Vec::new());
+            let mut whole: HashSet<(&str, &str)> = HashSet::new();
+            for k in known {
+                if k.message_id.is_none() {
+                    whole.insert((&k.agent, &k.session_id));
+                    if let Some(pk) = session
+                        .query_row(params![k.agent, k.session_id], |r| r.get(0))
+                        .optional()?
+                    {
+                        all.push(Whole {
+                            pk,
+                            agent: k.agent.clone(),
+                            session_id: k.session_id.clone(),
+                        });
+                    }
+                }
+            }
+            for k in known {
+                if let Some(mid) = &k.message_id
+                    && !whole.contains(&(k.agent.as_str(), k.session_id.as_str()))
+                {
+                    msgs.extend(
+                        message
+                            .query_row(params![k.agent, k.session_id, mid], |r| r.get::<_, i64>(0))
+                            .optional()?,
+                    );
+                }
+            }
+            (all, msgs)
+        }
     })
+}
+
+/// Remembers every identity another machine forgot, held here or not, so that neither an
+/// import nor a later batch brings it back.
+fn remember_known(tx: &Connection, known: &[Forgotten], now: i64) -> rusqlite::Result<()> {
+    let mut session = tx.prepare_cached(
+        "INSERT OR IGNORE INTO forgotten_sessions (agent, session_id, forgotten_at)
+         VALUES (?1, ?2, ?3)",
+    )?;
+    let mut message = tx.prepare_cached(
+        "INSERT OR IGNORE INTO forgotten_messages (agent, session_id, message_id, forgotten_at)
+         VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for k in known {
+        match &k.message_id {
+            None => session.execute(params![k.agent, k.session_id, now])?,
+            Some(m) => message.execute(params![k.agent, k.session_id, m, now])?,
+        };
+    }
+    Ok(())
 }
 
 /// Files (`source_files` ids) left with no session archived from them: their row (the path,
 /// its cursor) and their parse problems go, and the path's digest with the file's stamp is
 /// remembered, so that an unchanged file is not read (and named) again. How many.
-fn forget_files(tx: &Transaction<'_>, files: &BTreeSet<i64>) -> rusqlite::Result<u64> {
+fn forget_files(tx: &Connection, files: &BTreeSet<i64>) -> rusqlite::Result<u64> {
     let mut n = 0;
     for &f in files {
         let used: bool = tx.query_row(
@@ -567,7 +653,7 @@ fn forget_files(tx: &Transaction<'_>, files: &BTreeSet<i64>) -> rusqlite::Result
 
 /// Messages whose original record holds `text` (as written, JSON-escaped, or in any string
 /// of the record once decoded, JSON inside a string included).
-fn raw_matches(tx: &Transaction<'_>, text: &str) -> rusqlite::Result<Vec<i64>> {
+fn raw_matches(tx: &Connection, text: &str) -> rusqlite::Result<Vec<i64>> {
     let rows: Vec<(i64, i64, i64, i64)> = {
         let mut st = tx.prepare(
             "SELECT id, raw_block, raw_offset, raw_len FROM messages
@@ -659,7 +745,7 @@ impl RecordNeedle {
 /// Deletes the layer rows matching `cond` and their full-text rows (their vectors follow by
 /// trigger); returns how many.
 fn delete_layer(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     layer: Layer,
     cond: &str,
     args: &[i64],
@@ -687,7 +773,7 @@ fn delete_layer(
 /// Compact rows whose own text holds `text` (a summary that quoted it); their talks are
 /// queued again.
 fn layer_matches(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     text: &str,
     dry_run: bool,
     talks: &mut HashSet<(i64, i64)>,
@@ -723,7 +809,7 @@ fn layer_matches(
 }
 
 fn count_or_delete(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     table: &str,
     cond: &str,
     args: impl rusqlite::Params + Clone,
@@ -743,7 +829,7 @@ fn count_or_delete(
 /// Takes the deleted messages' records out of their raw blocks: a block left unused is
 /// deleted, one still used is packed again without them (their bytes must not stay on disk).
 /// Returns the compressed bytes saved.
-fn drop_records(tx: &Transaction<'_>, lost: &HashMap<i64, u64>) -> rusqlite::Result<u64> {
+fn drop_records(tx: &Connection, lost: &HashMap<i64, u64>) -> rusqlite::Result<u64> {
     let (left, mut saved) = super::release_raw(tx, lost.iter().map(|(b, n)| (*b, *n)))?;
     saved += repack(tx, &left, &mut |_| None)?;
     Ok(saved)
@@ -752,7 +838,7 @@ fn drop_records(tx: &Transaction<'_>, lost: &HashMap<i64, u64>) -> rusqlite::Res
 /// Rebuilds `blocks` from the records messages point at, each replaced by what `edit` returns
 /// for it (`None`: kept as it is); returns the compressed bytes saved.
 pub(super) fn repack(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     blocks: &[i64],
     edit: &mut dyn FnMut(&[u8]) -> Option<Vec<u8>>,
 ) -> rusqlite::Result<u64> {
@@ -822,7 +908,7 @@ pub(super) fn repack(
 }
 
 /// Queues the summaries of what is left of the touched talks and sessions again.
-fn requeue(tx: &Transaction<'_>, talks: &HashSet<(i64, i64)>, now: i64) -> rusqlite::Result<u64> {
+fn requeue(tx: &Connection, talks: &HashSet<(i64, i64)>, now: i64) -> rusqlite::Result<u64> {
     let mut n = 0;
     let mut sessions = HashSet::new();
     let mut alive = tx.prepare_cached(

@@ -92,6 +92,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0015_sync",
         include_str!("../../../migrations/0015_sync.sql"),
     ),
+    (
+        "0016_sync_forgets",
+        include_str!("../../../migrations/0016_sync_forgets.sql"),
+    ),
 ];
 
 /// What `forgotten_files` knows a file by: a digest of its path (the path itself, which names

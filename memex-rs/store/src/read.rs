@@ -16,6 +16,9 @@ pub struct Filter {
     pub agent: Option<String>,
     pub project: Option<String>,
     pub session: Option<String>,
+    /// The machine that archived it (synced archives): a name as `memex hosts` shows it, a
+    /// host id or its first six or more characters, or `local` (this machine).
+    pub host: Option<String>,
     pub since: Option<i64>,
     pub until: Option<i64>,
 }
@@ -31,6 +34,7 @@ impl Filter {
         self.agent.is_none()
             && self.project.is_none()
             && self.session.is_none()
+            && self.host.is_none()
             && self.since.is_none()
             && self.until.is_none()
     }
@@ -64,6 +68,10 @@ impl Filter {
             args.push(Sql::Text(sid.clone()));
             c.push(format!("s.session_id = ?{}", args.len()));
         }
+        if let Some(h) = &self.host {
+            args.push(Sql::Text(h.clone()));
+            c.push(host_condition(args.len()));
+        }
         if let Some(col) = ts_col {
             if let Some(t) = self.since {
                 args.push(Sql::Integer(t));
@@ -80,6 +88,18 @@ impl Filter {
             c.join(" AND ")
         }
     }
+}
+
+/// Sessions archived on the machine parameter `n` names: this one (`local`, its name or id)
+/// or another (its name, its id, or six or more first characters of it).
+fn host_condition(n: usize) -> String {
+    format!(
+        "(CASE WHEN ?{n} = 'local' OR EXISTS (SELECT 1 FROM sync_self WHERE id = 1
+                 AND (name = ?{n} OR host = ?{n}))
+          THEN s.host IS NULL
+          ELSE s.host IN (SELECT host FROM sync_peers WHERE name = ?{n} OR host = ?{n}
+                 OR (length(?{n}) >= 6 AND substr(host, 1, length(?{n})) = ?{n})) END)"
+    )
 }
 
 /// An ISO time to the minute, for people: `2026-06-05 10:00`.
@@ -103,14 +123,27 @@ pub struct SessionRow {
     pub parent_session_id: Option<String>,
     pub is_subagent: bool,
     pub source_path: Option<String>,
+    /// The machine that archived it, by name (or id when it has none); `None`: this one.
+    pub host: Option<String>,
     #[serde(skip)]
     pub pk: i64,
 }
 
-const SESSION_COLS: &str =
+/// The machine that archived session `s`, by name (or id when it has none); NULL for this one.
+#[macro_export]
+macro_rules! host_name_sql {
+    () => {
+        "CASE WHEN s.host IS NULL THEN NULL
+              ELSE COALESCE((SELECT p.name FROM sync_peers p WHERE p.host = s.host), s.host) END"
+    };
+}
+
+const SESSION_COLS: &str = concat!(
     "s.id, s.session_id, s.agent, s.project_path, s.git_root, s.title, s.started_at,
     s.updated_at, s.message_count, s.prompt_count, s.git_branch, s.model, s.parent_session_id,
-    s.is_subagent, s.source_path";
+    s.is_subagent, s.source_path, ",
+    host_name_sql!()
+);
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -129,6 +162,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         parent_session_id: r.get(12)?,
         is_subagent: r.get(13)?,
         source_path: r.get(14)?,
+        host: r.get(15)?,
     })
 }
 

@@ -23,10 +23,11 @@ use ai_cli_session_collector::{
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+use crate::forget::{self, ForgetError, Forgotten};
 use crate::ingest::{Batch, IngestOptions, PreparedSession, apply_in, pack_raw, prepare};
 
-/// The payload format this build writes and reads.
-pub const PAYLOAD_FORMAT: u32 = 1;
+/// The payload format this build writes and reads (2: with what the sender forgot).
+pub const PAYLOAD_FORMAT: u32 = 2;
 
 /// One batch's content.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -35,6 +36,57 @@ pub struct Payload {
     pub sources: Vec<Source>,
     /// The highest local message id the payload covers (the sender's push mark).
     pub through: i64,
+    /// What the sender forgot since its last batch, by identity: applied after the sources.
+    #[serde(default)]
+    pub forgets: Vec<Forgotten>,
+    /// The last entry of the sender's `sync_forgets` the payload covers.
+    #[serde(default)]
+    pub forgets_through: i64,
+    /// The name the sender goes by (its host name).
+    #[serde(default)]
+    pub host_name: Option<String>,
+}
+
+/// Whether `name` may name a machine: 1 to 64 characters, none of them a control character.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().count() <= 64 && !name.chars().any(char::is_control)
+}
+
+/// Sets the name this machine goes by (sent with its next batch).
+pub fn set_name(conn: &Connection, name: Option<&str>) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE sync_self SET name = ?1 WHERE id = 1",
+        [name.filter(|n| valid_name(n))],
+    )?;
+    Ok(())
+}
+
+impl Payload {
+    /// How far the sender's series reaches with this payload.
+    pub fn marks(&self) -> Marks {
+        Marks {
+            messages: self.through,
+            forgets: self.forgets_through,
+        }
+    }
+}
+
+/// How far a series reaches: the last local message id and the last `sync_forgets` entry it
+/// carries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Marks {
+    pub messages: i64,
+    pub forgets: i64,
+}
+
+impl Marks {
+    /// The further of the two, mark by mark.
+    pub fn max(self, other: Marks) -> Marks {
+        Marks {
+            messages: self.messages.max(other.messages),
+            forgets: self.forgets.max(other.forgets),
+        }
+    }
 }
 
 /// The messages of one source file, and their sessions.
@@ -130,18 +182,24 @@ pub enum ApplyError {
 pub struct Applied {
     pub messages: u64,
     pub sessions: u64,
+    /// Messages removed because the sender forgot them (or their sessions).
+    pub forgotten: u64,
+    /// The rows whose vectors must go, as `memex forget` reports them.
+    #[serde(skip)]
+    pub gone: Vec<(i64, i64)>,
     /// Messages of agents this build does not know, or without a usable role or kind: kept
     /// out, counted.
     pub skipped: u64,
 }
 
-/// The next payload of this machine's own messages after `through` (a message id), holding
-/// about `budget` bytes of text and records; `None` when there are none.
+/// The next payload of this machine's own messages and forgets after `from`, holding about
+/// `budget` bytes of text and records; `None` when there are none.
 pub fn next_payload(
     conn: &Connection,
-    through: i64,
+    from: Marks,
     budget: usize,
 ) -> rusqlite::Result<Option<Payload>> {
+    let through = from.messages;
     let mut st = conn.prepare_cached(
         "SELECT m.id, s.agent, s.session_id, COALESCE(f.path, ''), m.message_id, m.parent_id,
                 m.role, m.kind, m.prompt_number, m.ts, m.cwd, m.git_branch, m.model,
@@ -160,6 +218,12 @@ pub fn next_payload(
         format: PAYLOAD_FORMAT,
         sources: Vec::new(),
         through,
+        forgets: Vec::new(),
+        forgets_through: from.forgets,
+        host_name: conn
+            .query_row("SELECT name FROM sync_self WHERE id = 1", [], |r| r.get(0))
+            .optional()?
+            .flatten(),
     };
     let mut index: HashMap<(String, String), usize> = HashMap::new();
     let mut blocks: Option<(i64, Vec<u8>)> = None;
@@ -242,7 +306,21 @@ pub fn next_payload(
         }
     }
     drop(rows);
-    if payload.sources.is_empty() {
+    let mut st = conn.prepare_cached(
+        "SELECT id, agent, session_id, message_id FROM sync_forgets WHERE id > ?1
+         ORDER BY id LIMIT 20000",
+    )?;
+    let mut rows = st.query([from.forgets])?;
+    while let Some(r) = rows.next()? {
+        payload.forgets_through = r.get(0)?;
+        payload.forgets.push(Forgotten {
+            agent: r.get(1)?,
+            session_id: r.get(2)?,
+            message_id: r.get(3)?,
+        });
+    }
+    drop(rows);
+    if payload.sources.is_empty() && payload.forgets.is_empty() {
         return Ok(None);
     }
     for s in &mut payload.sources {
@@ -409,6 +487,21 @@ pub fn apply(
             out.sessions += mark.execute(params![host, agent, id])? as u64;
         }
     }
+    if !payload.forgets.is_empty() {
+        // Forgetting here lists the same identities to send on (the trigger of migration
+        // 0016): the sender's own batch carries them to every machine already.
+        let before: i64 =
+            tx.query_row("SELECT COALESCE(MAX(id), 0) FROM sync_forgets", [], |r| {
+                r.get(0)
+            })?;
+        let report = forget::forget_known(tx, payload.forgets).map_err(|e| match e {
+            ForgetError::Sqlite(e) => ApplyError::Sql(e),
+            e => ApplyError::Unreadable(e.to_string()),
+        })?;
+        tx.execute("DELETE FROM sync_forgets WHERE id > ?1", [before])?;
+        out.forgotten = report.messages;
+        out.gone = report.gone;
+    }
     Ok(out)
 }
 
@@ -422,26 +515,34 @@ pub fn host_id(conn: &Connection, new_id: impl FnOnce() -> String) -> rusqlite::
 }
 
 /// How far this archive's own series reached the target: the last batch's number and the
-/// last message id it covers (`(0, 0)` before the first push).
-pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, i64)> {
+/// marks it carries (`0` and none before the first push).
+pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, Marks)> {
     Ok(conn
         .query_row(
-            "SELECT pushed_seq, pushed_through FROM sync_self WHERE id = 1",
+            "SELECT pushed_seq, pushed_through, forgets_through FROM sync_self WHERE id = 1",
             [],
-            |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?.max(0) as u64,
+                    Marks {
+                        messages: r.get(1)?,
+                        forgets: r.get(2)?,
+                    },
+                ))
+            },
         )
         .optional()?
-        .unwrap_or((0, 0)))
+        .unwrap_or_default())
 }
 
-/// Notes that the target holds this archive's batch `seq`, covering messages up to `through`
-/// (only forward: an older note arriving late changes nothing).
-pub fn set_pushed(conn: &Connection, seq: u64, through: i64, now: i64) -> rusqlite::Result<()> {
+/// Notes that the target holds this archive's batch `seq`, reaching `marks` (only forward: an
+/// older note arriving late changes nothing).
+pub fn set_pushed(conn: &Connection, seq: u64, marks: Marks, now: i64) -> rusqlite::Result<()> {
     conn.execute(
         "UPDATE sync_self SET pushed_seq = ?1, pushed_through = MAX(pushed_through, ?2),
-           pushed_at = ?3
+           forgets_through = MAX(forgets_through, ?3), pushed_at = ?4
          WHERE id = 1 AND pushed_seq < ?1",
-        params![seq as i64, through, now],
+        params![seq as i64, marks.messages, marks.forgets, now],
     )?;
     Ok(())
 }
@@ -468,14 +569,25 @@ pub fn pin(
     })
 }
 
-/// Puts the push note back to what the target holds: its series ends at `seq`, covering
-/// messages up to `through` (a target restored from an older backup lost the batches after).
-pub fn reset_pushed(conn: &Connection, seq: u64, through: i64) -> rusqlite::Result<()> {
+/// Puts the push note back to what the target holds: its series ends at `seq`, reaching
+/// `marks` (a target restored from an older backup lost the batches after).
+pub fn reset_pushed(conn: &Connection, seq: u64, marks: Marks) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = ?2 WHERE id = 1",
-        params![seq as i64, through],
+        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = ?2, forgets_through = ?3
+         WHERE id = 1",
+        params![seq as i64, marks.messages, marks.forgets],
     )?;
     Ok(())
+}
+
+/// Whether something forgotten here waits to be sent.
+pub fn forgets_waiting(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sync_forgets
+                        WHERE id > (SELECT forgets_through FROM sync_self WHERE id = 1))",
+        [],
+        |r| r.get(0),
+    )
 }
 
 /// The batches of `host` that did not open or apply, to be tried again.
@@ -503,6 +615,8 @@ pub fn applied_seq(conn: &Connection, host: &str) -> rusqlite::Result<u64> {
 pub struct State {
     /// This archive's host id (`None` before its first sync).
     pub host: Option<String>,
+    /// The name this machine goes by.
+    pub name: Option<String>,
     pub archive: Option<String>,
     pub key_id: Option<String>,
     pub pushed_seq: u64,
@@ -510,6 +624,8 @@ pub struct State {
     pub pushed_at: Option<i64>,
     /// Messages of this machine not sent yet.
     pub unsent: u64,
+    /// Sessions and messages forgotten here whose tombstones are not sent yet.
+    pub unsent_forgets: u64,
     pub peers: Vec<Peer>,
     /// Batches that did not open or apply: host, seq, why, when (epoch ms).
     pub failures: Vec<(String, u64, String, i64)>,
@@ -519,6 +635,8 @@ pub struct State {
 #[derive(Debug, Clone, Serialize)]
 pub struct Peer {
     pub host: String,
+    /// The name it goes by.
+    pub name: Option<String>,
     pub applied_seq: u64,
     pub pulled_at: Option<i64>,
     /// Sessions of it stored here.
@@ -529,8 +647,9 @@ pub struct Peer {
 pub fn state(conn: &Connection) -> rusqlite::Result<State> {
     let (mut state, through) = conn
         .query_row(
-            "SELECT host, archive, key_id, pushed_seq, pushed_at, pushed_through FROM sync_self
-             WHERE id = 1",
+            "SELECT host, archive, key_id, pushed_seq, pushed_at, pushed_through,
+                    (SELECT COUNT(*) FROM sync_forgets WHERE id > forgets_through), name
+             FROM sync_self WHERE id = 1",
             [],
             |r| {
                 Ok((
@@ -540,6 +659,8 @@ pub fn state(conn: &Connection) -> rusqlite::Result<State> {
                         key_id: r.get(2)?,
                         pushed_seq: r.get::<_, i64>(3)?.max(0) as u64,
                         pushed_at: r.get(4)?,
+                        unsent_forgets: r.get::<_, i64>(6)?.max(0) as u64,
+                        name: r.get(7)?,
                         ..State::default()
                     },
                     r.get::<_, i64>(5)?,
@@ -557,12 +678,13 @@ pub fn state(conn: &Connection) -> rusqlite::Result<State> {
     state.peers = conn
         .prepare(
             "SELECT p.host, p.applied_seq, p.pulled_at,
-                    (SELECT COUNT(*) FROM sessions s WHERE s.host = p.host)
+                    (SELECT COUNT(*) FROM sessions s WHERE s.host = p.host), p.name
              FROM sync_peers p ORDER BY p.host",
         )?
         .query_map([], |r| {
             Ok(Peer {
                 host: r.get(0)?,
+                name: r.get(4)?,
                 applied_seq: r.get::<_, i64>(1)?.max(0) as u64,
                 pulled_at: r.get(2)?,
                 sessions: r.get::<_, i64>(3)?.max(0) as u64,
@@ -599,7 +721,26 @@ pub enum Pulled {
 /// the rest goes on. Batches come in order; one at or below the last handled is
 /// [`Pulled::Seen`], unless it is a recorded failure being tried again (applied now, its record
 /// goes).
+///
+/// A payload that carries forgets is applied as `memex forget` runs: nothing it removes stays
+/// in a freed page or the write-ahead log.
 pub fn take_batch(
+    conn: &mut Connection,
+    host: &str,
+    seq: u64,
+    batch: Result<Payload, String>,
+    agents: &[&'static str],
+    opts: &IngestOptions,
+    now: i64,
+) -> rusqlite::Result<Pulled> {
+    if matches!(&batch, Ok(p) if !p.forgets.is_empty()) {
+        forget::wiping(conn, |c| take_in(c, host, seq, batch, agents, opts, now))
+    } else {
+        take_in(conn, host, seq, batch, agents, opts, now)
+    }
+}
+
+fn take_in(
     conn: &mut Connection,
     host: &str,
     seq: u64,
@@ -617,6 +758,11 @@ pub fn take_batch(
     if applied_seq(&tx, host)? >= seq && !retry {
         return Ok(Pulled::Seen);
     }
+    let name = batch
+        .as_ref()
+        .ok()
+        .and_then(|p| p.host_name.clone())
+        .filter(|n| valid_name(n));
     let outcome = match batch.map(|p| apply(&tx, host, p, agents, opts)) {
         Ok(Ok(a)) => Pulled::Applied(a),
         Ok(Err(ApplyError::Sql(e))) => return Err(e),
@@ -637,12 +783,15 @@ pub fn take_batch(
             )?;
         }
     }
-    // A retried batch leaves the mark where it is (the batches after it were handled).
+    // A retried batch leaves the mark where it is (the batches after it were handled); the
+    // name is the newest batch's.
     tx.execute(
-        "INSERT INTO sync_peers (host, applied_seq, pulled_at) VALUES (?1, ?2, ?3)
+        "INSERT INTO sync_peers (host, applied_seq, pulled_at, name) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (host) DO UPDATE SET applied_seq = MAX(applied_seq, excluded.applied_seq),
-           pulled_at = excluded.pulled_at",
-        params![host, seq as i64, now],
+           pulled_at = excluded.pulled_at,
+           name = CASE WHEN excluded.applied_seq >= applied_seq AND excluded.name IS NOT NULL
+                       THEN excluded.name ELSE name END",
+        params![host, seq as i64, now, name],
     )?;
     tx.commit()?;
     Ok(outcome)
@@ -801,10 +950,10 @@ mod tests {
     /// Every payload of `conn`'s own messages, as they travel (JSON).
     fn payloads(conn: &Connection, budget: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        let mut through = 0;
+        let mut through = Marks::default();
         while let Some(p) = next_payload(conn, through, budget).unwrap() {
-            assert!(p.through > through);
-            through = p.through;
+            assert!(p.through > through.messages);
+            through = p.marks();
             out.push(serde_json::to_vec(&p).unwrap());
         }
         out
@@ -877,7 +1026,11 @@ mod tests {
         assert!(hits(&conn_a) > 0);
         assert_eq!(hits(&conn_b), hits(&conn_a));
         // Nothing pulled is pushed again, and applying again changes nothing.
-        assert!(next_payload(&conn_b, 0, 1 << 20).unwrap().is_none());
+        assert!(
+            next_payload(&conn_b, Marks::default(), 1 << 20)
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(apply_all(&mut conn_b, &batches).messages, 0);
         assert_eq!(contents(&conn_b), mine);
 
@@ -940,7 +1093,9 @@ mod tests {
         drop(writer);
         handle.join().unwrap();
         let conn = crate::open(data.path()).unwrap();
-        let p = next_payload(&conn, 0, 1 << 20).unwrap().unwrap();
+        let p = next_payload(&conn, Marks::default(), 1 << 20)
+            .unwrap()
+            .unwrap();
         let json = serde_json::to_string(&p).unwrap();
         assert!(json.contains("deploy with key"), "the message travels");
         assert!(json.contains("[REDACTED_SECRET]"), "{json}");
@@ -1014,6 +1169,7 @@ mod tests {
                     ],
                 },
             ],
+            ..Payload::default()
         };
         let a = apply(&conn, HOST, strange, &agents, &opts()).unwrap();
         assert_eq!((a.messages, a.skipped), (1, 2));

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use memex_store::ingest::IngestOptions;
-use memex_store::sync::{self as archive, Payload, Pulled};
+use memex_store::sync::{self as archive, Marks, Payload, Pulled};
 use memex_store::{ReadPool, Writer};
 use serde::Serialize;
 
@@ -70,10 +70,12 @@ pub enum SyncError {
 }
 
 /// What a push sent.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PushReport {
     pub batches: u64,
     pub messages: u64,
+    /// Sessions and messages forgotten here, sent so that the other machines forget them too.
+    pub forgets: u64,
     /// Bytes stored on the target (sealed).
     pub bytes: u64,
     /// The last batch of this machine's series.
@@ -81,11 +83,16 @@ pub struct PushReport {
 }
 
 /// What a pull took.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PullReport {
     pub batches: u64,
     pub messages: u64,
     pub sessions: u64,
+    /// Messages removed because the machine that sent them forgot them.
+    pub forgotten: u64,
+    /// The rows whose vectors must go (as `memex forget` reports them).
+    #[serde(skip)]
+    pub gone: Vec<(i64, i64)>,
     /// Batches that did not open or apply: `host`, `seq`, why. Skipped; the rest went on, and
     /// each is tried again at the next pull.
     pub failed: Vec<(String, u64, String)>,
@@ -95,6 +102,22 @@ pub struct PullReport {
     pub skipped: u64,
 }
 
+/// What a sync in progress reports, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A push is about to send this many messages (the archive's unsent ones).
+    PushStarts { messages: u64 },
+    /// A batch of this many messages was stored.
+    Pushed { messages: u64 },
+    /// A pull is about to handle this many batches, all hosts together.
+    PullStarts { batches: u64 },
+    /// One batch was handled (applied, skipped or found handled).
+    Pulled,
+}
+
+/// Told of each [`Step`].
+pub type OnStep = std::sync::Arc<dyn Fn(Step) + Send + Sync>;
+
 /// One archive's sync with one target.
 pub struct Engine<T> {
     target: T,
@@ -103,6 +126,7 @@ pub struct Engine<T> {
     host: String,
     agents: Vec<&'static str>,
     opts: IngestOptions,
+    on_step: Option<OnStep>,
 }
 
 fn now_ms() -> i64 {
@@ -145,7 +169,13 @@ impl<T: Target> Engine<T> {
                 theirs: info.key_id,
             });
         }
-        let host = writer.run(|c| archive::host_id(c, crate::new_id)).await??;
+        let host = writer
+            .run(|c| {
+                let host = archive::host_id(c, crate::new_id)?;
+                archive::set_name(c, crate::machine_name().as_deref())?;
+                Ok::<_, rusqlite::Error>(host)
+            })
+            .await??;
         let (a, k) = (info.archive.clone(), info.key_id.to_string());
         if let Some((pinned, pinned_key)) = writer.run(move |c| archive::pin(c, &a, &k)).await?? {
             return Err(SyncError::Repinned {
@@ -163,7 +193,19 @@ impl<T: Target> Engine<T> {
             host,
             agents,
             opts,
+            on_step: None,
         })
+    }
+
+    /// Reports each step of the syncs to come to `f`.
+    pub fn on_step(&mut self, f: OnStep) {
+        self.on_step = Some(f);
+    }
+
+    fn step(&self, s: Step) {
+        if let Some(f) = &self.on_step {
+            f(s);
+        }
     }
 
     /// This archive's host id.
@@ -190,16 +232,16 @@ impl<T: Target> Engine<T> {
         serde_json::from_slice(&plain).map_err(|e| format!("its content cannot be read: {e}"))
     }
 
-    /// The mark a batch of this machine's series carries (0 for "before the first").
-    async fn mark_of(&self, seq: u64) -> Result<i64, SyncError> {
+    /// The marks a batch of this machine's series carries (none for "before the first").
+    async fn mark_of(&self, seq: u64) -> Result<Marks, SyncError> {
         if seq == 0 {
-            return Ok(0);
+            return Ok(Marks::default());
         }
         let got = self.target.get(&self.host, seq - 1, 1).await?;
         match got.first() {
             Some((s, bytes)) if *s == seq => self
                 .payload(&self.host, seq, bytes)
-                .map(|p| p.through)
+                .map(|p| p.marks())
                 .map_err(|why| SyncError::OwnBatch { seq, why }),
             _ => Err(SyncError::OwnBatch {
                 seq,
@@ -246,7 +288,7 @@ impl<T: Target> Engine<T> {
                 let p = self
                     .payload(&self.host, s, &bytes)
                     .map_err(|why| SyncError::OwnBatch { seq: s, why })?;
-                let t = p.through;
+                let t = p.marks();
                 writer
                     .run(move |c| archive::set_pushed(c, s, t, now_ms()))
                     .await??;
@@ -257,6 +299,10 @@ impl<T: Target> Engine<T> {
             seq,
             ..PushReport::default()
         };
+        if self.on_step.is_some() {
+            let unsent = read(pool, |c| archive::state(c).map(|s| s.unsent)).await?;
+            self.step(Step::PushStarts { messages: unsent });
+        }
         loop {
             let from = through;
             let Some(p) = read(pool, move |c| archive::next_payload(c, from, BATCH_BUDGET)).await?
@@ -265,7 +311,8 @@ impl<T: Target> Engine<T> {
             };
             let next = seq + 1;
             let messages: u64 = p.sources.iter().map(|s| s.messages.len() as u64).sum();
-            let t = p.through;
+            let forgets = p.forgets.len() as u64;
+            let t = p.marks();
             let (key, archive, host) = (self.key.clone(), self.archive.clone(), self.host.clone());
             let sealed = tokio::task::spawn_blocking(move || {
                 let json = serde_json::to_vec(&p).expect("a payload serializes");
@@ -299,6 +346,8 @@ impl<T: Target> Engine<T> {
             (seq, through) = (next, t);
             report.batches += 1;
             report.messages += messages;
+            self.step(Step::Pushed { messages });
+            report.forgets += forgets;
             report.seq = seq;
         }
         Ok(report)
@@ -334,12 +383,15 @@ impl<T: Target> Engine<T> {
         let outcome = writer
             .run(move |c| archive::take_batch(c, &h, seq, payload, &agents, &opts, now_ms()))
             .await??;
+        self.step(Step::Pulled);
         match outcome {
             Pulled::Applied(a) => {
                 report.batches += 1;
                 report.messages += a.messages;
                 report.sessions += a.sessions;
                 report.skipped += a.skipped;
+                report.forgotten += a.forgotten;
+                report.gone.extend(a.gone);
             }
             Pulled::Failed(why) => {
                 tracing::warn!(%host, seq, %why, "a sync batch was skipped");
@@ -394,6 +446,17 @@ impl<T: Target> Engine<T> {
     pub async fn pull(&self, pool: &ReadPool, writer: &Writer) -> Result<PullReport, SyncError> {
         let mut report = PullReport::default();
         let heads: BTreeMap<String, u64> = self.target.heads().await?;
+        if self.on_step.is_some() {
+            let mut behind = 0;
+            for (host, head) in &heads {
+                if *host != self.host {
+                    let h = host.clone();
+                    behind += head
+                        .saturating_sub(read(pool, move |c| archive::applied_seq(c, &h)).await?);
+                }
+            }
+            self.step(Step::PullStarts { batches: behind });
+        }
         for (host, head) in heads {
             if host == self.host {
                 continue;
@@ -518,6 +581,23 @@ mod tests {
         }
     }
 
+    /// Fails naming the ids that differ (the texts are long).
+    fn same(got: &[Message], want: &[Message], who: &str) {
+        let id = |m: &Message| format!("{}/{}/{}", m.0, m.1, m.2);
+        let extra: Vec<String> = got.iter().filter(|m| !want.contains(m)).map(id).collect();
+        let missing: Vec<String> = want.iter().filter(|m| !got.contains(m)).map(id).collect();
+        assert!(
+            extra.is_empty() && missing.is_empty(),
+            "{who}: {} extra {:?}, {} missing {:?}",
+            extra.len(),
+            &extra[..extra.len().min(5)],
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+    }
+
+    type Message = (String, String, String, String, bool);
+
     /// `target` prepared for a new archive under `key`.
     async fn prepared<T: Target>(target: &T, key: &SyncKey) {
         target
@@ -601,6 +681,115 @@ mod tests {
             all.sort();
             all
         });
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_one_machine_forgets_every_machine_forgets_and_nothing_brings_back() {
+        use memex_store::forget::{Selector, forget};
+        let folder = tempfile::tempdir().unwrap();
+        let key = SyncKey::generate();
+        prepared(&Folder::new(folder.path()), &key).await;
+        let a = Machine::new(&[("claude", "claude/projects")]);
+        let b = Machine::new(&[("codex", "codex/handwritten/sessions")]);
+        let c = Machine::new(&[]);
+        let engines = [
+            (&a, a.engine(folder.path(), &key).await),
+            (&b, b.engine(folder.path(), &key).await),
+            (&c, c.engine(folder.path(), &key).await),
+        ];
+        let engines = &engines;
+        let round = || async move {
+            let mut forgotten = 0;
+            for (m, e) in engines {
+                e.push(&m.pool, &m.writer).await.unwrap();
+            }
+            for (m, e) in engines {
+                let r = e.pull(&m.pool, &m.writer).await.unwrap();
+                assert!(r.failed.is_empty(), "{r:?}");
+                forgotten += r.forgotten;
+            }
+            forgotten
+        };
+        round().await;
+        let all = c.messages();
+        assert_eq!((a.messages(), b.messages()), (all.clone(), all.clone()));
+
+        // On A, a session B archived, whole; on B, the messages of A that hold a text.
+        let codex = all.iter().find(|m| m.0 == "codex").unwrap().1.clone();
+        let sel = Selector::Session(codex.clone());
+        let r = a
+            .writer
+            .call(move |x| forget(x, &sel, false))
+            .unwrap()
+            .unwrap();
+        assert!(r.sessions >= 1 && r.messages > 0, "{r:?}");
+        let claude_text = all
+            .iter()
+            .find(|m| m.0 == "claude" && m.3.len() > 40)
+            .unwrap()
+            .3
+            .clone();
+        let needle: String = claude_text.chars().take(24).collect();
+        let sel = Selector::Match(needle.clone());
+        let r = b
+            .writer
+            .call(move |x| forget(x, &sel, false))
+            .unwrap()
+            .unwrap();
+        assert!(r.messages > 0, "{r:?}");
+        // What is left is what each machine kept of its own forget (a forgotten session takes
+        // the copies its forks began with too).
+        let (left_a, left_b) = (a.messages(), b.messages());
+        assert!(left_a.iter().all(|m| m.1 != codex));
+        assert!(left_b.iter().all(|m| !m.3.contains(&needle)));
+        let kept: Vec<_> = left_a
+            .iter()
+            .filter(|m| left_b.contains(m))
+            .cloned()
+            .collect();
+        assert!(kept.len() < left_a.len() && kept.len() < left_b.len() && !kept.is_empty());
+
+        // One round: each machine sends what it forgot and forgets what the others did.
+        let forgotten = round().await;
+        assert!(forgotten > 0);
+        for m in [&a, &b, &c] {
+            same(&m.messages(), &kept, &m.host);
+        }
+        // Forgetting what another machine forgot is not sent on again.
+        for (m, e) in engines {
+            let p = e.push(&m.pool, &m.writer).await.unwrap();
+            assert_eq!((p.batches, p.forgets), (0, 0), "{}: {p:?}", m.host);
+        }
+
+        // Not from an old batch: a new machine takes every series from the start.
+        let d = Machine::new(&[]);
+        let ed = d.engine(folder.path(), &key).await;
+        let r = ed.pull(&d.pool, &d.writer).await.unwrap();
+        assert!(r.failed.is_empty() && r.forgotten > 0, "{r:?}");
+        same(&d.messages(), &kept, "d");
+
+        // Not from the machine that archived it: B imports its files again, and pushes.
+        let registry = Arc::new(AdapterRegistry::new());
+        let roots = vec![(
+            "codex".to_owned(),
+            fixtures().join("codex/handwritten/sessions"),
+        )];
+        let jobs = discover(&registry, &roots);
+        import(
+            &b.writer,
+            b._dir.path(),
+            registry,
+            jobs,
+            &opts(),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap();
+        same(&b.messages(), &kept, "b");
+        round().await;
+        for m in [&a, &b, &c] {
+            same(&m.messages(), &kept, &m.host);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,19 @@ pub fn new_id() -> String {
     hex::encode(b)
 }
 
+/// This machine's host name, as the user knows it (`None` when the system has none).
+pub fn machine_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is cut at its first NUL below.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_owned();
+    memex_store::sync::valid_name(&name).then_some(name)
+}
+
 /// Whether `s` is an id as [`new_id`] makes them (what a target holds is checked with it
 /// before it names a folder or a row).
 pub fn is_id(s: &str) -> bool {

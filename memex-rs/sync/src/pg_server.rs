@@ -11,6 +11,8 @@ pub(crate) struct PgServer {
     dir: tempfile::TempDir,
     bin: PathBuf,
     pub(crate) port: u16,
+    /// More server settings (`-c name=value …`).
+    settings: String,
 }
 
 /// The folder holding `initdb` and `pg_ctl`: the newest Debian cluster version.
@@ -68,6 +70,95 @@ fn free_port() -> u16 {
 
 impl PgServer {
     pub(crate) fn start() -> PgServer {
+        let mut server = PgServer::init();
+        server.up();
+        server
+    }
+
+    /// A server that also speaks TLS, with a certificate for 127.0.0.1 and localhost signed by
+    /// a throwaway authority (made with `openssl`); the authority's certificate file.
+    pub(crate) fn start_tls() -> (PgServer, PathBuf) {
+        let mut server = PgServer::init();
+        let d = server.dir.path().to_path_buf();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&d)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run openssl (apt-get install openssl): {e}"));
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=memex test authority",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        std::fs::write(
+            d.join("san.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ]);
+        for f in ["server.pem", "server.key"] {
+            let path = d.join(f);
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            if is_root() {
+                std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+            }
+        }
+        server.settings = format!(
+            "-c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            d.join("server.pem").display(),
+            d.join("server.key").display()
+        );
+        server.up();
+        (server, d.join("ca.pem"))
+    }
+
+    fn init() -> PgServer {
         let bin = bin_dir();
         let dir = tempfile::tempdir().unwrap();
         if is_root() {
@@ -94,9 +185,12 @@ impl PgServer {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut server = PgServer { dir, bin, port: 0 };
-        server.up();
-        server
+        PgServer {
+            dir,
+            bin,
+            port: 0,
+            settings: String::new(),
+        }
     }
 
     /// Starts the server (again) on a free port.
@@ -106,9 +200,10 @@ impl PgServer {
         }
         let data = self.dir.path().join("data");
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.settings
         );
         let log = self.dir.path().join("log");
         let out = run(

@@ -85,4 +85,14 @@ pub trait Target: Send + Sync {
         after: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(u64, Vec<u8>)>, TargetError>> + Send;
+
+    /// Tells of the batches stored from now on, where the target can (PostgreSQL's `LISTEN`):
+    /// one message, the host's id, per batch, until the connection ends and the receiver
+    /// closes. `None`: it cannot; look on an interval instead.
+    fn watch(
+        &self,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::Receiver<String>>, TargetError>> + Send
+    {
+        async { Ok(None) }
+    }
 }

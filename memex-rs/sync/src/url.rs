@@ -79,6 +79,13 @@ impl Target for AnyTarget {
             AnyTarget::Postgres(t) => t.get(host, after, limit).await,
         }
     }
+
+    async fn watch(&self) -> Result<Option<tokio::sync::mpsc::Receiver<String>>, TargetError> {
+        match self {
+            AnyTarget::Folder(t) => t.watch().await,
+            AnyTarget::Postgres(t) => t.watch().await,
+        }
+    }
 }
 
 #[cfg(test)]

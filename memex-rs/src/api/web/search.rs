@@ -20,6 +20,7 @@ struct Form {
     project: String,
     since: String,
     session: String,
+    host: String,
 }
 
 impl Form {
@@ -33,11 +34,14 @@ impl Form {
             project: g("project"),
             since: g("since"),
             session: g("session"),
+            host: g("host"),
         }
     }
 }
 
-const FORM_KEYS: &[&str] = &["q", "level", "mode", "agent", "project", "since", "session"];
+const FORM_KEYS: &[&str] = &[
+    "q", "level", "mode", "agent", "project", "since", "session", "host",
+];
 
 /// One result, ready for the template: the snippet in pieces, the matches marked.
 struct ResultRow {
@@ -121,6 +125,7 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
         agent: opt(&f.agent),
         project: opt(&f.project),
         session: opt(&f.session),
+        host: opt(&f.host),
         since: opt(&f.since),
         until: None,
         level: opt(&f.level),

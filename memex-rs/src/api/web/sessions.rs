@@ -28,6 +28,8 @@ struct SessionLine {
     title: String,
     agent: String,
     project: String,
+    /// The machine that archived it ("" for this one).
+    host: String,
     updated: String,
     messages: i64,
     prompts: i64,
@@ -42,13 +44,14 @@ struct SessionsPage {
     rows: Vec<SessionLine>,
     agent: String,
     project: String,
+    host: String,
     agents: Vec<String>,
     prev: Option<String>,
     next: Option<String>,
 }
 
 pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
-    let p = match Params::parse(q, &["agent", "project", "page"]) {
+    let p = match Params::parse(q, &["agent", "project", "host", "page"]) {
         Ok(p) => p,
         Err(e) => return error_page(e),
     };
@@ -62,9 +65,16 @@ pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQu
     {
         return error_page(ApiError::bad_parameter(format!("`agent` {e}")));
     }
+    let host = p.get("host");
+    if let Some(h) = &host
+        && let Err(e) = search::check_host(h)
+    {
+        return error_page(ApiError::bad_parameter(format!("`host` {e}")));
+    }
     let filter = store::Filter {
         agent: agent.clone(),
         project: p.get("project"),
+        host: host.clone(),
         ..Default::default()
     };
     let rows = read(&st, move |c| {
@@ -85,6 +95,9 @@ pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQu
         if let Some(pr) = p.get("project") {
             q.push(format!("project={}", urlencode(&pr)));
         }
+        if let Some(h) = &host {
+            q.push(format!("host={}", urlencode(h)));
+        }
         format!("/sessions?{}", q.join("&"))
     };
     page(SessionsPage {
@@ -102,6 +115,7 @@ pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQu
                 id: s.session_id,
                 agent: s.agent,
                 project: s.project.unwrap_or_default(),
+                host: s.host.unwrap_or_default(),
                 updated: short_time(s.updated_at.as_deref()),
                 messages: s.messages,
                 prompts: s.prompts,
@@ -110,6 +124,7 @@ pub(super) async fn sessions_page(State(st): State<ApiState>, RawQuery(q): RawQu
             .collect(),
         agent: agent.clone().unwrap_or_default(),
         project: p.get("project").unwrap_or_default(),
+        host: host.clone().unwrap_or_default(),
         agents: agent_names(),
         prev: (pageno > 1).then(|| link(pageno - 1)),
         next: more.then(|| link(pageno + 1)),
