@@ -332,6 +332,7 @@ mod eval;
 mod inject;
 mod live;
 mod summaries;
+mod sync;
 mod vec;
 
 /// The async runtime the benchmarks drive the store and LanceDB with: two workers, like the
@@ -656,6 +657,12 @@ fn main() {
             arg("--rows").map_or(100_000, |m| m.parse().expect("--rows N")),
             arg("--inserts").map_or(100, |m| m.parse().expect("--inserts N")),
         ),
+        Some("sync") => sync::run(sync::Options {
+            memex: path("--memex"),
+            data: path("--data"),
+            url: arg("--url").expect("--url postgres://… or file:///…"),
+            lines: arg("--lines").map_or(100, |n| n.parse().expect("--lines N")),
+        }),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
             corpus: path("--corpus"),
@@ -667,7 +674,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | sync --memex BIN --data DIR --url URL [--lines N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }
