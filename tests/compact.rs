@@ -532,17 +532,6 @@ fn write_long_session(h: &Home, id: &str, talks: usize) {
     h.write_claude("/work/long", id, &lines);
 }
 
-/// The environment of a paid provider: OpenAI's wire format at `url`. The server is on
-/// 127.0.0.1, so `budget_exempt_local = false` makes it count as paid, like a remote one.
-fn paid_env(url: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("MEMEX_COMPACT_PROVIDER", "openai".into()),
-        ("MEMEX_COMPACT_OPENAI_ENDPOINT", url.into()),
-        ("MEMEX_COMPACT_OPENAI_API_KEY", "sk-test".into()),
-        ("MEMEX_COMPACT_BUDGET_EXEMPT_LOCAL", "false".into()),
-    ]
-}
-
 const LONG: &str = "3c3c3c3c-1111-4222-8333-444444444444";
 const SHORT: &str = "4d4d4d4d-1111-4222-8333-444444444444";
 

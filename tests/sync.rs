@@ -20,22 +20,51 @@ fn refused(h: &Home, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-#[test]
-fn two_machines_share_one_memory_through_a_folder() {
+/// Two machines and a folder between them: the laptop holds the Claude fixtures, the desktop
+/// the Codex ones when `desktop_codex`; `key` is where setup writes the key to carry.
+struct Machines {
+    shared: tempfile::TempDir,
+    url: String,
+    key: String,
+    laptop: Home,
+    desktop: Home,
+}
+
+fn machines(desktop_codex: bool) -> Machines {
     let shared = tempfile::tempdir().unwrap();
     let url = format!("file://{}", shared.path().join("sync").display());
-    let key_out = shared.path().join("carried.key");
-    let key_file = key_out.to_str().unwrap();
+    let key = shared.path().join("carried.key").display().to_string();
     let laptop = Home::empty();
     copy_dir(
         &fixtures().join("claude/projects"),
         &laptop.path().join(".claude/projects"),
     );
     let desktop = Home::empty();
-    copy_dir(
-        &fixtures().join("codex/handwritten/sessions"),
-        &desktop.path().join(".codex/sessions"),
-    );
+    if desktop_codex {
+        copy_dir(
+            &fixtures().join("codex/handwritten/sessions"),
+            &desktop.path().join(".codex/sessions"),
+        );
+    }
+    Machines {
+        shared,
+        url,
+        key,
+        laptop,
+        desktop,
+    }
+}
+
+#[test]
+fn two_machines_share_one_memory_through_a_folder() {
+    let Machines {
+        shared,
+        url,
+        key,
+        laptop,
+        desktop,
+    } = machines(true);
+    let key_file = key.as_str();
     ok(&laptop, &["import"]);
     ok(&desktop, &["import"]);
     assert!(refused(&laptop, &["sync"]).contains("no sync target"));
@@ -52,6 +81,12 @@ fn two_machines_share_one_memory_through_a_folder() {
 
     // The next machine: two.
     ok(&desktop, &["sync", "join", &url, "--key", key_file]);
+    let config = ok(&desktop, &["config"]);
+    assert!(
+        config.contains(&format!("# sync target in effect: {url} (recorded by")),
+        "{config}"
+    );
+    assert_eq!(desktop.json(&["config", "--json"])["sync_target"], url);
     let both = desktop.json(&["sync", "--json"]);
     assert_eq!(
         both["pulled"]["messages"], pushed["pushed"]["messages"],
@@ -129,6 +164,20 @@ fn two_machines_share_one_memory_through_a_folder() {
     let text = ok(&laptop, &["sessions", "list", "--limit", "100"]);
     assert!(text.lines().any(|l| l.contains(" @")), "{text}");
     assert!(refused(&laptop, &["search", "x", "--host", "bad\u{7}name"]).contains("host"));
+    // `memex agents` counts this machine's files and sessions, and the others' apart.
+    let agents = laptop.json(&["agents", "--json"]);
+    let codex = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == "codex")
+        .unwrap();
+    assert_eq!(
+        (&codex["sessions"], &codex["files"]),
+        (&0.into(), &0.into()),
+        "{codex}"
+    );
+    assert!(codex["synced_sessions"].as_u64().unwrap() > 0, "{codex}");
     let status = desktop.json(&["sync", "status", "--json"]);
     assert_eq!(status["reachable"], true, "{status}");
     assert_eq!(status["this"]["unsent_messages"], 0, "{status}");
@@ -194,35 +243,17 @@ fn two_machines_share_one_memory_through_a_folder() {
 #[test]
 fn running_services_carry_new_prompts_and_forgets_between_machines() {
     use std::io::Write;
-    let shared = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", shared.path().join("sync").display());
-    let key_out = shared.path().join("carried.key");
-    let laptop = Home::empty();
-    copy_dir(
-        &fixtures().join("claude/projects"),
-        &laptop.path().join(".claude/projects"),
-    );
-    let desktop = Home::empty();
-    copy_dir(
-        &fixtures().join("codex/handwritten/sessions"),
-        &desktop.path().join(".codex/sessions"),
-    );
+    let Machines {
+        shared: _shared,
+        url,
+        key: key_out,
+        laptop,
+        desktop,
+    } = machines(true);
     ok(&laptop, &["import"]);
     ok(&desktop, &["import"]);
-    ok(
-        &laptop,
-        &[
-            "sync",
-            "setup",
-            &url,
-            "--key-out",
-            key_out.to_str().unwrap(),
-        ],
-    );
-    ok(
-        &desktop,
-        &["sync", "join", &url, "--key", key_out.to_str().unwrap()],
-    );
+    ok(&laptop, &["sync", "setup", &url, "--key-out", &key_out]);
+    ok(&desktop, &["sync", "join", &url, "--key", &key_out]);
     let env = [
         ("MEMEX_VECTOR_PROVIDER", "off"),
         ("MEMEX_SYNC_INTERVAL_SECS", "5"),
@@ -394,4 +425,183 @@ fn a_sync_killed_anywhere_loses_nothing_and_applies_nothing_twice() {
             .collect()
     };
     assert_eq!(counters(&laptop), counters(&desktop), "seed {seed}");
+}
+
+/// Summaries a paid model wrote on one machine travel with its sync: the other machine
+/// stores them, finds them, and does not ask its own model for them again; its own compactor
+/// writes free summaries for whatever did not come.
+#[test]
+fn summaries_a_model_wrote_travel_and_are_not_paid_for_twice() {
+    use crate::common::{FakeLlm, db, paid_env};
+    let Machines {
+        shared: _shared,
+        url,
+        key,
+        laptop,
+        desktop,
+    } = machines(false);
+    let key = key.as_str();
+    let (laptop_model, desktop_model) = (
+        FakeLlm::start(std::time::Duration::ZERO),
+        FakeLlm::start(std::time::Duration::ZERO),
+    );
+    let paid = |h: &Home, llm: &FakeLlm, args: &[&str]| -> String {
+        let mut c = h.command(args);
+        for (k, v) in paid_env(&llm.url) {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "memex {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let written = |h: &Home| -> (i64, i64, i64) {
+        let conn = db(&h.data_dir());
+        conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM observations WHERE provider = 'openai'),
+                    (SELECT COUNT(*) FROM talk_summaries WHERE provider = 'openai'),
+                    (SELECT COUNT(*) FROM session_summaries WHERE provider = 'openai')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    };
+
+    // The laptop's model summarises its conversations before it ever syncs.
+    ok(&laptop, &["import"]);
+    paid(&laptop, &laptop_model, &["compact", "trigger"]);
+    let asked = laptop_model.requests.lock().unwrap().len();
+    let on_laptop = written(&laptop);
+    assert!(
+        asked > 0 && on_laptop.1 > 0 && on_laptop.2 > 0,
+        "{asked} {on_laptop:?}"
+    );
+
+    ok(&laptop, &["sync", "setup", &url, "--key-out", key]);
+    let pushed = laptop.json(&["sync", "--json"]);
+    let sent = pushed["pushed"]["summaries"].as_u64().unwrap();
+    assert!(sent > 0, "{pushed}");
+    // The key carried by hand: its 24 words, typed into the desktop.
+    let words = ok(&laptop, &["sync", "key"]);
+    let words = words.lines().next().unwrap();
+    assert_eq!(words.split(' ').count(), 24, "{words}");
+    let joined = crate::common::hook(
+        &desktop,
+        env!("CARGO_BIN_EXE_memex"),
+        &["sync", "join", &url, "--key", "-"],
+        &[],
+        &format!("{}\n", words.to_uppercase()),
+    );
+    assert!(joined.status.success(), "{joined:?}");
+    let mut mistyped: Vec<&str> = words.split(' ').collect();
+    mistyped[5] = "memexx";
+    let mistyped = mistyped.join(" ");
+    let refused = crate::common::hook(
+        &Home::empty(),
+        env!("CARGO_BIN_EXE_memex"),
+        &["sync", "join", &url, "--key", "-"],
+        &[],
+        &mistyped,
+    );
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not in the list"),
+        "{refused:?}"
+    );
+    let pulled: serde_json::Value =
+        serde_json::from_str(&paid(&desktop, &desktop_model, &["sync", "--json"])).unwrap();
+    assert_eq!(pulled["pulled"]["summaries"], sent, "{pulled}");
+    assert_eq!(written(&desktop), on_laptop, "every row the model wrote");
+
+    // The desktop compacts what it took: its model is asked nothing.
+    paid(&desktop, &desktop_model, &["compact", "trigger"]);
+    assert!(
+        desktop_model.requests.lock().unwrap().is_empty(),
+        "the desktop paid again for {} summaries",
+        desktop_model.requests.lock().unwrap().len()
+    );
+    assert_eq!(
+        written(&desktop),
+        on_laptop,
+        "none replaced by the heuristic"
+    );
+    assert_eq!(laptop_model.requests.lock().unwrap().len(), asked);
+
+    // Found at the talks level, as the machine they came from.
+    let found = desktop.json(&[
+        "search",
+        "fake summary",
+        "--level",
+        "talks",
+        "--mode",
+        "fts",
+        "--json",
+    ]);
+    let results = found["results"].as_array().unwrap();
+    assert!(!results.is_empty(), "{found}");
+    let laptop_name = desktop.json(&["hosts", "--json"])["others"][0]["name"].clone();
+    assert!(laptop_name.is_string());
+    assert!(
+        results.iter().all(|r| r["host"] == laptop_name),
+        "{found} {laptop_name}"
+    );
+
+    // Each summary goes once.
+    let again = laptop.json(&["sync", "--push", "--json"]);
+    assert_eq!(again["pushed"]["summaries"], 0, "{again}");
+}
+
+/// Two machines whose clocks are an hour apart (the desktop's `memex` runs under `faketime`,
+/// from Debian's package of that name, an hour ahead): nothing in sync goes by the clock
+/// (series go by batch numbers, messages by their ids), so they converge as any two do, and
+/// each machine's times are its own.
+#[test]
+fn machines_whose_clocks_are_an_hour_apart_converge() {
+    let Machines {
+        shared: _shared,
+        url,
+        key,
+        laptop,
+        desktop,
+    } = machines(true);
+    let key = key.as_str();
+    let ahead = |args: &[&str]| -> String {
+        let out = std::process::Command::new("faketime")
+            .args(["-f", "+1h", env!("CARGO_BIN_EXE_memex")])
+            .args(args)
+            .env_clear()
+            .env("HOME", desktop.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .expect("faketime runs (Debian's `faketime`; .ci/run installs it)");
+        assert!(out.status.success(), "memex {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let started = chrono::Utc::now().timestamp_millis();
+    ok(&laptop, &["import"]);
+    ahead(&["import"]);
+    ok(&laptop, &["sync", "setup", &url, "--key-out", key]);
+    ok(&laptop, &["sync"]);
+    ahead(&["sync", "join", &url, "--key", key]);
+    ahead(&["sync"]);
+    ok(&laptop, &["sync"]);
+    ahead(&["sync"]);
+    let (on_laptop, on_desktop) = (messages(&laptop), messages(&desktop));
+    assert!(
+        on_laptop.iter().any(|m| m.0 == "claude") && on_laptop.iter().any(|m| m.0 == "codex"),
+        "both machines' conversations"
+    );
+    assert_eq!(on_laptop, on_desktop);
+    for h in [&laptop, &desktop] {
+        let status = h.json(&["sync", "status", "--json"]);
+        assert_eq!(status["others"][0]["behind"], 0, "{status}");
+        assert_eq!(status["this"]["unsent_messages"], 0, "{status}");
+    }
+    // The desktop's clock was an hour ahead while it synced.
+    let pushed_at = |h: &Home| -> i64 {
+        crate::common::db(&h.data_dir())
+            .query_row("SELECT pushed_at FROM sync_self", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert!(pushed_at(&desktop) - started > 50 * 60 * 1000);
+    assert!(pushed_at(&laptop) - started < 10 * 60 * 1000);
 }

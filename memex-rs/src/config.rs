@@ -472,7 +472,7 @@ impl Provider {
 }
 
 /// The summariser inside Memex, which needs no model: the default `[compact] provider`.
-pub const HEURISTIC: &str = "heuristic";
+pub const HEURISTIC: &str = memex_store::HEURISTIC;
 
 /// The embedders `[vector] provider` accepts besides the [`Provider`]s that embed: the model
 /// inside Memex, its feature-hashing stand-in, and none.

@@ -444,6 +444,18 @@ impl FakeLlm {
     }
 }
 
+/// The environment of a paid provider: OpenAI's wire format at `url` (a [`FakeLlm`]). The
+/// server is on 127.0.0.1, so `budget_exempt_local = false` makes it count as paid, like a
+/// remote one.
+pub(crate) fn paid_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("MEMEX_COMPACT_PROVIDER", "openai".into()),
+        ("MEMEX_COMPACT_OPENAI_ENDPOINT", url.into()),
+        ("MEMEX_COMPACT_OPENAI_API_KEY", "sk-test".into()),
+        ("MEMEX_COMPACT_BUDGET_EXEMPT_LOCAL", "false".into()),
+    ]
+}
+
 /// A loopback address nothing listens on (for outages).
 pub(crate) fn closed_port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

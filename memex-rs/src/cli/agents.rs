@@ -98,13 +98,20 @@ pub(super) fn agents(ctx: &Ctx, json: bool) -> Result<()> {
         let a = &v.archive;
         writeln!(
             out,
-            "{:<width$}  {state:<9}  {} sessions, {} messages, {} prompts, {} files, last {}",
+            "{:<width$}  {state:<9}  {} sessions, {} messages, {} prompts, {} files, last {}{}",
             v.agent,
             a.sessions,
             a.messages,
             a.prompts,
             a.files,
             short_time(a.last_activity.as_deref()),
+            match a.synced_sessions {
+                0 => String::new(),
+                n => format!(
+                    "; {n} more sessions ({} messages) from your other machines",
+                    a.synced_messages
+                ),
+            },
         )?;
         // Where it is: the folders that exist; for an agent not found, how many were tried.
         let present: Vec<&RootView> = v.roots.iter().filter(|r| r.exists).collect();

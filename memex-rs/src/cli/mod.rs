@@ -445,6 +445,7 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Some(sync::SyncCommand::Join { url, key }) => sync::join(&ctx, &url, &key),
             Some(sync::SyncCommand::Status { json }) => sync::status(&ctx, json, false),
+            Some(sync::SyncCommand::Key) => sync::show_words(&ctx),
         },
         Command::Hosts { json } => sync::status(&ctx, json, true),
         Command::Export(a) => export::export(&ctx, a),

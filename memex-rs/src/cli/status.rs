@@ -143,10 +143,14 @@ pub(super) fn status(ctx: &Ctx, json: bool) -> Result<()> {
 
 pub(super) fn show_config(ctx: &Ctx, json: bool) -> Result<()> {
     let s = &ctx.resolved.settings.for_display();
+    // The target `memex sync setup|join` recorded in the data folder, when `[sync] url` is
+    // not set (password masked).
+    let target = super::sync::configured_url(ctx)?.map(|u| crate::config::without_password(&u));
     if json {
         println!(
             "{}",
-            json!({"config_file": ctx.resolved.file, "config_file_exists": ctx.resolved.file_exists, "settings": s})
+            json!({"config_file": ctx.resolved.file, "config_file_exists": ctx.resolved.file_exists, "settings": s,
+                   "sync_target": target})
         );
         return Ok(());
     }
@@ -160,6 +164,16 @@ pub(super) fn show_config(ctx: &Ctx, json: bool) -> Result<()> {
         }
     );
     print!("{}", toml::to_string_pretty(s)?);
+    if let Some(t) = target.filter(|_| s.sync.url.is_empty()) {
+        println!(
+            "\n# sync target in effect: {t} (recorded by `memex sync setup` or `join` in {})",
+            ctx.resolved
+                .settings
+                .data_dir()
+                .join(crate::service::sync::TARGET_FILE)
+                .display()
+        );
+    }
     let registry = AdapterRegistry::new();
     println!("\n# transcript roots in effect");
     let mut by_agent: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -33,7 +33,7 @@ pub enum SyncCommand {
         key_out: Option<PathBuf>,
     },
     /// Sync this machine through the target another machine set up, with its key (a key file,
-    /// or `-` to read it from stdin).
+    /// or `-` to read it from stdin: the file's text or the key's 24 words).
     Join {
         url: String,
         #[arg(long, value_name = "FILE")]
@@ -44,6 +44,25 @@ pub enum SyncCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print this machine's sync key as 24 words, to write down or to type into `memex sync
+    /// join URL --key -` on another machine. Whoever sees them can read what you sync.
+    Key,
+}
+
+pub(super) fn show_words(ctx: &Ctx) -> Result<()> {
+    let key = SyncKey::read_file(&key_path(ctx)).map_err(|e| {
+        user_error(
+            e.to_string(),
+            "this machine has no sync key yet: `memex sync setup URL` or `memex sync join URL --key FILE`",
+        )
+    })?;
+    println!(
+        "{}\n(key id {}; type these words into `memex sync join URL --key -` on another machine; \
+         whoever sees them can read everything you sync)",
+        key.to_words().as_str(),
+        key.id()
+    );
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -58,7 +77,7 @@ fn key_path(ctx: &Ctx) -> PathBuf {
 }
 
 /// The target in effect: `[sync] url`, else the one setup or join recorded.
-fn configured_url(ctx: &Ctx) -> Result<Option<String>> {
+pub(super) fn configured_url(ctx: &Ctx) -> Result<Option<String>> {
     crate::service::sync::configured_url(&ctx.resolved.settings)
         .context("cannot read the recorded sync target")
 }
@@ -130,7 +149,8 @@ pub(super) fn setup(ctx: &Ctx, url: &str, key_out: Option<&Path>) -> Result<()> 
         "prepared {} (archive {}, key id {})\n\
          the key is in {} (only its owner can read it); without it nothing synced can be read\n\
          now: memex sync   (sends this machine's archive)\n\
-         on each other machine, with a copy of {carry}:\n  memex sync join {} --key FILE && memex sync",
+         on each other machine, with a copy of {carry}:\n  memex sync join {} --key FILE && memex sync\n\
+         (or type the words `memex sync key` prints into `memex sync join … --key -`)",
         t.describe(),
         info.archive,
         info.key_id,
@@ -309,20 +329,32 @@ fn report(done: &Synced, json: bool) -> Result<()> {
         return Ok(());
     }
     if let Some(p) = &pushed {
-        let forgets = match p.forgets {
-            0 => String::new(),
-            n => format!(" and {n} forgotten sessions or messages"),
+        let forgets = match (p.forgets, p.summaries) {
+            (0, 0) => String::new(),
+            (f, 0) => format!(" and {f} forgotten sessions or messages"),
+            (0, s) => format!(" and {s} summaries"),
+            (f, s) => format!(", {s} summaries and {f} forgotten sessions or messages"),
         };
-        println!(
-            "sent {} messages{forgets} in {} batches ({} bytes sealed); this machine's series ends at {}",
-            p.messages, p.batches, p.bytes, p.seq
-        );
+        if p.batches == 0 {
+            println!(
+                "nothing new to send; this machine's series ends at batch {}",
+                p.seq
+            );
+        } else {
+            println!(
+                "sent {} messages{forgets} in {} batches ({} bytes sealed); this machine's series ends at batch {}",
+                p.messages, p.batches, p.bytes, p.seq
+            );
+        }
     }
     if let Some(p) = &pulled {
-        let forgot = match p.forgotten {
+        let mut forgot = match p.forgotten {
             0 => String::new(),
             n => format!("; forgot {n} messages the other machines forgot"),
         };
+        if p.summaries > 0 {
+            forgot = format!("; {} summaries their models wrote{forgot}", p.summaries);
+        }
         println!(
             "took {} messages ({} new sessions) in {} batches{forgot}",
             p.messages, p.sessions, p.batches
@@ -370,7 +402,7 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
             .collect();
         let this = json!({"host": state.host, "name": state.name, "pushed_seq": state.pushed_seq,
             "pushed_at": crate::store::read::iso(state.pushed_at), "unsent_messages": state.unsent,
-            "unsent_forgets": state.unsent_forgets});
+            "unsent_forgets": state.unsent_forgets, "unsent_summaries": state.unsent_summaries});
         let v = if hosts_only {
             json!({"this": this, "others": peers})
         } else {
@@ -399,9 +431,11 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
         }
     }
     let when = |ms: Option<i64>| crate::store::read::iso(ms).unwrap_or_else(|| "never".into());
-    let forgets = match state.unsent_forgets {
-        0 => String::new(),
-        n => format!(" and {n} forgets"),
+    let forgets = match (state.unsent_forgets, state.unsent_summaries) {
+        (0, 0) => String::new(),
+        (f, 0) => format!(" and {f} forgets"),
+        (0, s) => format!(" and {s} summaries"),
+        (f, s) => format!(", {f} forgets and {s} summaries"),
     };
     println!(
         "this machine  {}{}  sent through batch {} ({}), {} messages{forgets} waiting",

@@ -76,40 +76,7 @@ pub struct Talk {
     pub ts: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Observation {
-    pub first_message_id: String,
-    pub last_message_id: String,
-    pub tool_name: String,
-    pub call_count: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub subtitle: String,
-    pub facts: Vec<String>,
-    pub narrative: String,
-    pub files_read: Vec<String>,
-    pub files_modified: Vec<String>,
-    pub ts: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TalkSummary {
-    pub prompt_number: i64,
-    pub user_request: String,
-    pub summary: String,
-    pub completed: String,
-    pub files_involved: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SessionSummary {
-    pub summary: String,
-    pub key_points: Vec<String>,
-    pub files_involved: Vec<String>,
-    pub technologies: Vec<String>,
-    pub talks_covered: i64,
-}
+pub use crate::store::compact::{Observation, Provenance, SessionSummary, TalkSummary};
 
 /// A row with the redaction rules applied to its text: a model may echo what it was shown (or,
 /// with `[store] redact` off, what was stored), and nothing unredacted is written.
@@ -185,36 +152,22 @@ impl Prose for SessionSummary {
     }
 }
 
-/// Who wrote a row and what it cost.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Provenance {
-    pub provider: String,
-    pub model: Option<String>,
-    pub prompt_version: String,
-    pub tokens_input: u64,
-    pub tokens_output: u64,
-    pub confidence: f64,
-    /// Why an earlier provider of the chain did not write it.
-    pub fallback_reason: Option<String>,
-}
-
 /// The heuristic's own version, recorded like a prompt version (v2: talk summaries keep what
 /// the talk found before its closing message; v3: labelled facts of what was asked, done,
 /// found and left open, L1 without tools' stock text, L3 led by the talk that did the most).
 /// `memex compact regenerate` moves an archive's rows to it.
 pub const HEURISTIC_VERSION: &str = "heuristic-v3";
 
-impl Provenance {
-    fn heuristic(fallback_reason: Option<String>) -> Provenance {
-        Provenance {
-            provider: config::HEURISTIC.into(),
-            model: None,
-            prompt_version: HEURISTIC_VERSION.into(),
-            tokens_input: 0,
-            tokens_output: 0,
-            confidence: heuristic::CONFIDENCE,
-            fallback_reason,
-        }
+/// What the heuristic records of a row it wrote.
+fn heuristic_provenance(fallback_reason: Option<String>) -> Provenance {
+    Provenance {
+        provider: config::HEURISTIC.into(),
+        model: None,
+        prompt_version: HEURISTIC_VERSION.into(),
+        tokens_input: 0,
+        tokens_output: 0,
+        confidence: heuristic::CONFIDENCE,
+        fallback_reason,
     }
 }
 
@@ -439,7 +392,7 @@ impl Engine {
                 Link::Heuristic => {
                     return Ok(Written {
                         value: heuristic,
-                        provenance: Provenance::heuristic(
+                        provenance: heuristic_provenance(
                             (!reasons.is_empty()).then(|| reasons.join("; ")),
                         ),
                         spend,
@@ -521,7 +474,7 @@ impl Engine {
                                     p.model()
                                 ));
                             }
-                            let mut prov = Provenance::heuristic(Some(reasons.join("; ")));
+                            let mut prov = heuristic_provenance(Some(reasons.join("; ")));
                             prov.tokens_input = tin;
                             prov.tokens_output = tout;
                             Written {

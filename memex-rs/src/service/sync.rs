@@ -217,7 +217,7 @@ impl SyncLoop {
                 Some((push, pull, _)) => (*push, *pull),
                 None if pause.waiting() => continue,
                 None => (
-                    pushed_at_count != Some(count) || self.forgets_waiting().await,
+                    pushed_at_count != Some(count) || self.outbox_waiting().await,
                     announced || Instant::now() >= next_pull,
                 ),
             };
@@ -276,11 +276,11 @@ impl SyncLoop {
         }
     }
 
-    /// Whether something forgotten here waits to be sent.
-    async fn forgets_waiting(&self) -> bool {
+    /// Whether something forgotten here, or a message changed since it was sent, waits.
+    async fn outbox_waiting(&self) -> bool {
         let pool = self.pool.clone();
         matches!(
-            tokio::task::spawn_blocking(move || pool.with(crate::store::sync::forgets_waiting))
+            tokio::task::spawn_blocking(move || pool.with(crate::store::sync::outbox_waiting))
                 .await,
             Ok(Ok(Ok(true)))
         )

@@ -84,6 +84,56 @@ pub fn reindexed(conn: &rusqlite::Connection, fts: &str, rowid: i64) -> rusqlite
     Ok(())
 }
 
+/// What a compact layer's full-text index holds of one row, at most.
+pub const LAYER_FTS_BYTES: usize = 1 << 20;
+
+/// Indexes row `id` of a compact layer (written or rewritten in place; its old entry, if any,
+/// was removed first) from its stored columns, as [`Columns::fts_body`](crate::layer::Columns)
+/// says. Nothing for the raw layer, whose messages ingest indexes.
+pub fn index_layer_row(
+    conn: &rusqlite::Connection,
+    layer: crate::layer::Layer,
+    id: i64,
+) -> rusqlite::Result<()> {
+    let Some(columns) = layer.columns() else {
+        return Ok(());
+    };
+    let (table, fts) = (layer.table(), layer.fts_table());
+    let body: String = conn
+        .prepare_cached(&format!(
+            "SELECT {} FROM {table} x WHERE x.id = ?1",
+            columns.fts_body
+        ))?
+        .query_row([id], |r| r.get(0))?;
+    conn.prepare_cached(&format!("INSERT INTO {fts} (rowid, body) VALUES (?1, ?2)"))?
+        .execute(rusqlite::params![id, index_text(&body, LAYER_FTS_BYTES)])?;
+    // A row written again under an id the index had before (the newest, deleted and written
+    // again).
+    reindexed(conn, fts, id)
+}
+
+/// Deletes the rows of a compact layer that `cond` (over its columns, with `args`) selects,
+/// and their full-text entries.
+pub fn unindex_layer_rows(
+    conn: &rusqlite::Connection,
+    layer: crate::layer::Layer,
+    cond: &str,
+    args: &[i64],
+) -> rusqlite::Result<()> {
+    let (table, fts) = (layer.table(), layer.fts_table());
+    let ids: Vec<i64> = conn
+        .prepare_cached(&format!("SELECT id FROM {table} WHERE {cond}"))?
+        .query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in ids {
+        conn.prepare_cached(&format!("DELETE FROM {fts} WHERE rowid = ?1"))?
+            .execute([id])?;
+    }
+    conn.prepare_cached(&format!("DELETE FROM {table} WHERE {cond}"))?
+        .execute(rusqlite::params_from_iter(args))?;
+    Ok(())
+}
+
 /// Indexes again, by [`index_text`], every message whose text is longer than `max_bytes` (an
 /// archive written before long texts kept their tail has only their head indexed). One
 /// transaction. Returns how many messages were indexed again.

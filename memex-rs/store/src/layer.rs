@@ -28,6 +28,8 @@ pub struct Columns {
     pub text: &'static str,
     /// The `kind` column of its vectors.
     pub vector_kind: &'static str,
+    /// Everything of a row its full-text index holds (fed through `fts::index_text`).
+    pub fts_body: &'static str,
 }
 
 impl Layer {
@@ -129,18 +131,33 @@ impl Layer {
                 ts: "x.ts",
                 text: "x.title || ' — ' || x.subtitle || char(10) || x.narrative",
                 vector_kind: "x.type",
+                fts_body: "x.title || char(10) || x.subtitle || char(10) || x.narrative || char(10)
+                    || (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(x.facts))
+                    || char(10)
+                    || (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(x.files_modified))
+                    || ' '
+                    || (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(x.files_read))",
             }),
             Layer::Talks => Some(&Columns {
                 prompt: "x.prompt_number",
                 ts: "x.ts",
                 text: "x.user_request || char(10) || x.summary",
                 vector_kind: "'talk'",
+                fts_body: "x.user_request || char(10) || x.summary || char(10) || x.completed
+                    || char(10)
+                    || (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(x.files_involved))",
             }),
             Layer::Sessions => Some(&Columns {
                 prompt: "0",
                 ts: "x.updated_at",
                 text: "x.summary",
                 vector_kind: "'session'",
+                fts_body: "x.summary || char(10)
+                    || (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(x.key_points))
+                    || char(10)
+                    || (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(x.technologies))
+                    || char(10)
+                    || (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(x.files_involved))",
             }),
         }
     }

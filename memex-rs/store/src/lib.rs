@@ -13,6 +13,7 @@ pub mod layer;
 pub mod redact;
 
 pub mod checkpoint;
+pub mod compact;
 pub mod forget;
 pub mod fts;
 pub mod fts_hits;
@@ -96,6 +97,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_sync_forgets",
         include_str!("../../../migrations/0016_sync_forgets.sql"),
     ),
+    (
+        "0017_sync_changed",
+        include_str!("../../../migrations/0017_sync_changed.sql"),
+    ),
+    (
+        "0018_sync_compact",
+        include_str!("../../../migrations/0018_sync_compact.sql"),
+    ),
 ];
 
 /// What `forgotten_files` knows a file by: a digest of its path (the path itself, which names
@@ -107,6 +116,9 @@ pub fn path_digest(path: &str) -> Vec<u8> {
     h.update(path.as_bytes());
     h.finalize().to_vec()
 }
+
+/// The provider name compact rows written without a model carry (the summariser inside Memex).
+pub const HEURISTIC: &str = "heuristic";
 
 /// Texts longer than this are stored zstd-compressed.
 pub const COMPRESS_TEXT_ABOVE: usize = 256;

@@ -561,6 +561,10 @@ pub struct AgentArchive {
     pub bad_records: i64,
     /// Problems with records that were still stored (an unknown record type, bad UTF-8).
     pub records_with_issues: i64,
+    /// Sessions and messages taken from the user's other machines (sync); not in the counts
+    /// above, which are this machine's.
+    pub synced_sessions: i64,
+    pub synced_messages: i64,
 }
 
 /// One reported problem in an agent's files, newest files first.
@@ -578,26 +582,32 @@ pub fn agents(
 ) -> rusqlite::Result<std::collections::BTreeMap<String, AgentArchive>> {
     let mut out: std::collections::BTreeMap<String, AgentArchive> = Default::default();
     let mut st = conn.prepare(
-        "SELECT agent, COUNT(*), COALESCE(SUM(message_count), 0), COALESCE(SUM(prompt_count), 0),
-                MAX(updated_at)
-         FROM sessions WHERE message_count > 0 GROUP BY agent",
+        "SELECT agent, host IS NOT NULL, COUNT(*), COALESCE(SUM(message_count), 0),
+                COALESCE(SUM(prompt_count), 0), MAX(updated_at)
+         FROM sessions WHERE message_count > 0 GROUP BY agent, host IS NOT NULL",
     )?;
     let rows = st.query_map([], |r| {
         Ok((
             r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
+            r.get::<_, bool>(1)?,
             r.get::<_, i64>(2)?,
             r.get::<_, i64>(3)?,
-            r.get::<_, Option<i64>>(4)?,
+            r.get::<_, i64>(4)?,
+            r.get::<_, Option<i64>>(5)?,
         ))
     })?;
     for row in rows {
-        let (agent, sessions, messages, prompts, last) = row?;
+        let (agent, synced, sessions, messages, prompts, last) = row?;
         let a = out.entry(agent).or_default();
-        a.sessions = sessions;
-        a.messages = messages;
-        a.prompts = prompts;
-        a.last_activity = iso(last);
+        if synced {
+            a.synced_sessions = sessions;
+            a.synced_messages = messages;
+        } else {
+            a.sessions = sessions;
+            a.messages = messages;
+            a.prompts = prompts;
+            a.last_activity = iso(last);
+        }
     }
     let mut st = conn.prepare(
         "SELECT f.agent, COUNT(*), COALESCE(SUM(f.gone), 0),
@@ -605,7 +615,7 @@ pub fn agents(
                   WHERE g.agent = f.agent AND i.kept = 0),
                 (SELECT COUNT(*) FROM parse_issues i JOIN source_files g ON g.id = i.source_file_id
                   WHERE g.agent = f.agent AND i.kept = 1)
-         FROM source_files f GROUP BY f.agent",
+         FROM source_files f WHERE f.path NOT LIKE 'sync:%' GROUP BY f.agent",
     )?;
     let rows = st.query_map([], |r| {
         Ok((

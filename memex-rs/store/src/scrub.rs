@@ -193,39 +193,19 @@ fn scrub_in(
     Ok(r)
 }
 
-/// The compact layers' text columns and the full-text body each row is indexed under (as
-/// the compact queue writes it).
-const LAYER_TEXT: &[(Layer, &[&str], &str)] = &[
+/// The compact layers' text columns a secret can hide in.
+const LAYER_TEXT: &[(Layer, &[&str])] = &[
     (
         Layer::Observations,
         &["title", "subtitle", "facts", "narrative"],
-        "title || char(10) || subtitle || char(10) || narrative || char(10) ||
-         (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(facts)) || char(10) ||
-         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_modified)) || ' ' ||
-         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_read))",
     ),
-    (
-        Layer::Talks,
-        &["user_request", "summary", "completed"],
-        "user_request || char(10) || summary || char(10) || completed || char(10) ||
-         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_involved))",
-    ),
-    (
-        Layer::Sessions,
-        &["summary", "key_points"],
-        "summary || char(10) ||
-         (SELECT COALESCE(group_concat(value, char(10)), '') FROM json_each(key_points)) || char(10) ||
-         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(technologies)) || char(10) ||
-         (SELECT COALESCE(group_concat(value, ' '), '') FROM json_each(files_involved))",
-    ),
+    (Layer::Talks, &["user_request", "summary", "completed"]),
+    (Layer::Sessions, &["summary", "key_points"]),
 ];
-
-/// What the compact queue indexes of a layer row.
-const LAYER_FTS_BYTES: usize = 1 << 20;
 
 fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Result<u64> {
     let mut n = 0;
-    for (layer, columns, body) in LAYER_TEXT {
+    for (layer, columns) in LAYER_TEXT {
         let (table, fts_table) = (layer.table(), layer.fts_table());
         let select = format!("SELECT id, {} FROM {table}", columns.join(", "));
         let rows: Vec<(i64, Vec<String>)> = {
@@ -267,16 +247,8 @@ fn scrub_layers(tx: &Transaction<'_>, tally: &mut redact::Tally) -> rusqlite::Re
                 &format!("UPDATE {table} SET {set} WHERE id = ?1"),
                 &args[..],
             )?;
-            let text: String = tx.query_row(
-                &format!("SELECT {body} FROM {table} WHERE id = ?1"),
-                [id],
-                |r| r.get(0),
-            )?;
             tx.execute(&format!("DELETE FROM {fts_table} WHERE rowid = ?1"), [id])?;
-            tx.execute(
-                &format!("INSERT INTO {fts_table} (rowid, body) VALUES (?1, ?2)"),
-                params![id, fts::index_text(&text, LAYER_FTS_BYTES)],
-            )?;
+            fts::index_layer_row(tx, *layer, id)?;
         }
     }
     Ok(n)

@@ -76,6 +76,10 @@ pub struct PushReport {
     pub messages: u64,
     /// Sessions and messages forgotten here, sent so that the other machines forget them too.
     pub forgets: u64,
+    /// Summaries and observations a model wrote here (rows), sent so that no machine pays for
+    /// them again.
+    #[serde(default)]
+    pub summaries: u64,
     /// Bytes stored on the target (sealed).
     pub bytes: u64,
     /// The last batch of this machine's series.
@@ -90,6 +94,9 @@ pub struct PullReport {
     pub sessions: u64,
     /// Messages removed because the machine that sent them forgot them.
     pub forgotten: u64,
+    /// Summaries and observations written by the sender's model, stored here.
+    #[serde(default)]
+    pub summaries: u64,
     /// The rows whose vectors must go (as `memex forget` reports them).
     #[serde(skip)]
     pub gone: Vec<(i64, i64)>,
@@ -312,6 +319,7 @@ impl<T: Target> Engine<T> {
             let next = seq + 1;
             let messages: u64 = p.sources.iter().map(|s| s.messages.len() as u64).sum();
             let forgets = p.forgets.len() as u64;
+            let summaries = p.compact.iter().map(|c| c.rows.count()).sum::<u64>();
             let t = p.marks();
             let (key, archive, host) = (self.key.clone(), self.archive.clone(), self.host.clone());
             let sealed = tokio::task::spawn_blocking(move || {
@@ -348,6 +356,7 @@ impl<T: Target> Engine<T> {
             report.messages += messages;
             self.step(Step::Pushed { messages });
             report.forgets += forgets;
+            report.summaries += summaries;
             report.seq = seq;
         }
         Ok(report)
@@ -391,6 +400,7 @@ impl<T: Target> Engine<T> {
                 report.sessions += a.sessions;
                 report.skipped += a.skipped;
                 report.forgotten += a.forgotten;
+                report.summaries += a.summaries;
                 report.gone.extend(a.gone);
             }
             Pulled::Failed(why) => {
@@ -790,6 +800,93 @@ mod tests {
         for m in [&a, &b, &c] {
             same(&m.messages(), &kept, &m.host);
         }
+    }
+
+    /// Copies a folder of the fixtures (files only, made writable).
+    fn copy_tree(from: &Path, to: &Path) {
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.path().is_dir() {
+                std::fs::create_dir_all(&dest).unwrap();
+                copy_tree(&e.path(), &dest);
+            } else {
+                std::fs::write(&dest, std::fs::read(e.path()).unwrap()).unwrap();
+            }
+        }
+    }
+
+    fn import_root(m: &Machine, agent: &str, root: &Path) {
+        let registry = Arc::new(AdapterRegistry::new());
+        let jobs = discover(&registry, &[(agent.to_owned(), root.to_path_buf())]);
+        import(
+            &m.writer,
+            m._dir.path(),
+            registry,
+            jobs,
+            &opts(),
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .unwrap();
+    }
+
+    /// An agent rewrites a message already sent (Gemini keeps a session as one JSON file it
+    /// writes again): the change travels, and the other machine's copy is updated, not doubled.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_rewritten_after_it_was_sent_travels_again() {
+        let folder = tempfile::tempdir().unwrap();
+        let key = SyncKey::generate();
+        prepared(&Folder::new(folder.path()), &key).await;
+        let root = tempfile::tempdir().unwrap();
+        copy_tree(
+            &fixtures().join("gemini/handwritten/gemini-home/tmp"),
+            root.path(),
+        );
+        let (a, b) = (Machine::new(&[]), Machine::new(&[]));
+        import_root(&a, "gemini", root.path());
+        let (ea, eb) = (
+            a.engine(folder.path(), &key).await,
+            b.engine(folder.path(), &key).await,
+        );
+        ea.push(&a.pool, &a.writer).await.unwrap();
+        eb.pull(&b.pool, &b.writer).await.unwrap();
+        let before = b.messages();
+        same(&before, &a.messages(), "b");
+        let old = "I'll run the test suite to see the failure.";
+        assert!(before.iter().any(|m| m.3 == old));
+
+        let file = root
+            .path()
+            .join("254cb6c43af8df29db159b576f51396662bd28293277c6acd5b51d78fcb88194/chats")
+            .join("session-2025-11-02T14-05-7d3c2a10.json");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(old));
+        std::fs::write(
+            &file,
+            text.replace(old, "I'll run only the date tests first."),
+        )
+        .unwrap();
+        import_root(&a, "gemini", root.path());
+        assert_eq!(a.messages().len(), before.len());
+        let state = a.pool.with(archive::state).unwrap().unwrap();
+        assert_eq!(state.unsent, 1, "the rewritten message waits");
+
+        let p = ea.push(&a.pool, &a.writer).await.unwrap();
+        assert_eq!((p.batches, p.messages), (1, 1), "{p:?}");
+        eb.pull(&b.pool, &b.writer).await.unwrap();
+        let after = b.messages();
+        same(&after, &a.messages(), "b");
+        assert_eq!(after.len(), before.len(), "updated, not added");
+        assert!(after.iter().all(|m| m.3 != old));
+        assert!(
+            after
+                .iter()
+                .any(|m| m.3 == "I'll run only the date tests first.")
+        );
+        // Sent once: the next push has nothing, and what B applied is not sent back.
+        assert_eq!(ea.push(&a.pool, &a.writer).await.unwrap().batches, 0);
+        assert_eq!(eb.push(&b.pool, &b.writer).await.unwrap().batches, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

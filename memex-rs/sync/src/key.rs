@@ -126,13 +126,27 @@ impl SyncKey {
         ))
     }
 
-    /// A key from the text of a key file (its key line; `#` lines are comments), or from its
-    /// 64 hex digits alone.
+    /// The key as 24 words (BIP-39's English list, its last word holding a checksum), for a
+    /// person to write down or type on another machine.
+    pub fn to_words(&self) -> Zeroizing<String> {
+        let words = bip39::Mnemonic::from_entropy(&self.0[..])
+            .expect("32 bytes are a length BIP-39 encodes");
+        Zeroizing::new(words.to_string())
+    }
+
+    /// A key from the text of a key file (its key line; `#` lines are comments), from its 64
+    /// hex digits alone, or from its 24 words ([`SyncKey::to_words`], on one line or several).
     pub fn from_text(text: &str) -> Result<SyncKey, KeyError> {
-        let mut lines = text
+        let meant: Vec<&str> = text
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'));
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        let words: Vec<&str> = meant.iter().flat_map(|l| l.split_whitespace()).collect();
+        if words.len() > 2 && words.iter().all(|w| w.chars().all(char::is_alphabetic)) {
+            return SyncKey::from_words(&words);
+        }
+        let mut lines = meant.into_iter();
         let line = lines
             .next()
             .ok_or(KeyError::Malformed("the file holds no key"))?;
@@ -160,6 +174,33 @@ impl SyncKey {
             return Err(KeyError::Malformed(
                 "the key must be 64 hex digits (32 bytes)",
             ));
+        }
+        key.copy_from_slice(&bytes);
+        Ok(SyncKey(key))
+    }
+
+    fn from_words(words: &[&str]) -> Result<SyncKey, KeyError> {
+        if words.len() != 24 {
+            return Err(KeyError::Malformed("a key in words is 24 of them"));
+        }
+        let phrase = Zeroizing::new(words.join(" ").to_lowercase());
+        let m = bip39::Mnemonic::parse_in_normalized(bip39::Language::English, &phrase).map_err(
+            |e| {
+                KeyError::Malformed(match e {
+                    bip39::Error::UnknownWord(_) => {
+                        "one of the 24 words is not in the list (mistyped?)"
+                    }
+                    bip39::Error::InvalidChecksum => {
+                        "the 24 words do not check out (one mistyped, missing or out of place)"
+                    }
+                    _ => "these are not the 24 words of a key",
+                })
+            },
+        )?;
+        let bytes = Zeroizing::new(m.to_entropy());
+        let mut key = Zeroizing::new([0u8; 32]);
+        if bytes.len() != key.len() {
+            return Err(KeyError::Malformed("a key in words is 24 of them"));
         }
         key.copy_from_slice(&bytes);
         Ok(SyncKey(key))
@@ -244,6 +285,39 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = SyncKey::read_file(&path).unwrap_err();
         assert!(matches!(e, KeyError::Exposed { mode: 0o644, .. }), "{e}");
+    }
+
+    #[test]
+    fn a_key_goes_by_hand_as_24_words() {
+        // A fixed key, so that the words swapped below are known to fail the checksum (one
+        // order in 256 would pass it).
+        let hex: String = (0u8..32).map(|b| format!("{:02x}", b * 7 + 3)).collect();
+        let key = SyncKey::from_text(&hex).unwrap();
+        let words = key.to_words();
+        let list: Vec<&str> = words.split(' ').collect();
+        assert_eq!(list.len(), 24);
+        assert_eq!(SyncKey::from_text(&words).unwrap().id(), key.id());
+        // Typed on several lines, in capitals, with a comment: the same key.
+        let typed = format!(
+            "# my key\n{}\n{}\n",
+            list[..12].join(" ").to_uppercase(),
+            list[12..].join("  ")
+        );
+        assert_eq!(SyncKey::from_text(&typed).unwrap().id(), key.id());
+        // A word mistyped, two swapped, one missing: each refused, saying which way.
+        let mut swapped = list.clone();
+        let at = (1..24).find(|&i| swapped[i] != swapped[0]).unwrap();
+        swapped.swap(0, at);
+        let mut unknown = list.clone();
+        unknown[5] = "memexx";
+        for (bad, why) in [
+            (unknown.join(" "), "not in the list"),
+            (swapped.join(" "), "do not check out"),
+            (list[1..].join(" "), "24 of them"),
+        ] {
+            let e = SyncKey::from_text(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

@@ -7,9 +7,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{Job, Output, enqueue, now_ms};
 use crate::compact::heuristic::estimate_tokens;
-use crate::compact::{NotNow, Provenance, Redacted, Written};
+use crate::compact::{NotNow, Redacted, Written};
 use crate::layer::Layer;
-use crate::store::fts;
+use crate::store::compact::{self as rows, Rows, Stored};
 
 pub(super) fn bump(tx: &Transaction<'_>, name: &str, by: i64) -> rusqlite::Result<()> {
     if by != 0 {
@@ -51,63 +51,6 @@ pub(super) fn account<T>(tx: &Transaction<'_>, w: &Written<T>) -> rusqlite::Resu
     bump(tx, "malformed_outputs", i64::from(w.malformed))
 }
 
-pub(super) fn prov_params(p: &Provenance) -> [rusqlite::types::Value; 7] {
-    use rusqlite::types::Value as V;
-    [
-        V::Text(p.provider.clone()),
-        p.model.clone().map_or(V::Null, V::Text),
-        V::Text(p.prompt_version.clone()),
-        V::Integer(p.tokens_input as i64),
-        V::Integer(p.tokens_output as i64),
-        V::Real(p.confidence),
-        p.fallback_reason.clone().map_or(V::Null, V::Text),
-    ]
-}
-
-pub(super) fn index(
-    tx: &Transaction<'_>,
-    layer: Layer,
-    rowid: i64,
-    body: &str,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        &format!(
-            "INSERT INTO {} (rowid, body) VALUES (?1, ?2)",
-            layer.fts_table()
-        ),
-        params![rowid, fts::index_text(body, 1 << 20)],
-    )?;
-    // A row written again under an id the index had before (the newest, deleted and
-    // written again).
-    fts::reindexed(tx, layer.fts_table(), rowid)
-}
-
-pub(super) fn unindex(
-    tx: &Transaction<'_>,
-    layer: Layer,
-    cond: &str,
-    args: &[i64],
-) -> rusqlite::Result<()> {
-    let (table, fts_table) = (layer.table(), layer.fts_table());
-    let ids: Vec<i64> = {
-        let mut st = tx.prepare(&format!("SELECT id FROM {table} WHERE {cond}"))?;
-        st.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    };
-    for id in ids {
-        tx.execute(&format!("DELETE FROM {fts_table} WHERE rowid = ?1"), [id])?;
-    }
-    tx.execute(
-        &format!("DELETE FROM {table} WHERE {cond}"),
-        rusqlite::params_from_iter(args),
-    )?;
-    Ok(())
-}
-
-pub(super) fn list(v: &[String]) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
-}
-
 /// Writes a job's rows and marks it done, in one transaction. A newer L2 refreshes an L3 built
 /// before it.
 pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Result<()> {
@@ -124,41 +67,19 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
     if !live {
         return tx.commit();
     }
+    let prompt = job.prompt_number;
     match out {
         Output::L1(obs) => {
-            unindex(
-                &tx,
-                Layer::Observations,
-                "session_pk = ?1 AND prompt_number = ?2",
-                &[pk, job.prompt_number],
-            )?;
+            let rows = obs
+                .iter()
+                .map(|w| Stored {
+                    value: w.value.redacted(),
+                    provenance: w.provenance.clone(),
+                    created_at: now,
+                })
+                .collect();
+            rows::replace(&tx, pk, prompt, &Rows::Observations(rows))?;
             for w in obs {
-                let o = &w.value.redacted();
-                let p = prov_params(&w.provenance);
-                tx.execute(
-                    "INSERT INTO observations (session_pk, prompt_number, first_message_id, last_message_id,
-                       tool_name, call_count, type, title, subtitle, facts, narrative, files_read,
-                       files_modified, ts, provider, model, prompt_version, tokens_input, tokens_output,
-                       confidence, fallback_reason, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                       ?18, ?19, ?20, ?21, ?22)",
-                    params![
-                        pk, job.prompt_number, o.first_message_id, o.last_message_id, o.tool_name,
-                        o.call_count, o.kind, o.title, o.subtitle, list(&o.facts), o.narrative,
-                        list(&o.files_read), list(&o.files_modified), o.ts, p[0], p[1], p[2], p[3],
-                        p[4], p[5], p[6], now
-                    ],
-                )?;
-                let body = format!(
-                    "{}\n{}\n{}\n{}\n{} {}",
-                    o.title,
-                    o.subtitle,
-                    o.narrative,
-                    o.facts.join("\n"),
-                    o.files_modified.join(" "),
-                    o.files_read.join(" ")
-                );
-                index(&tx, Layer::Observations, tx.last_insert_rowid(), &body)?;
                 account(&tx, w)?;
             }
         }
@@ -167,35 +88,21 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             raw_tokens,
             ts,
         } => {
-            let t = &w.value.redacted();
-            let p = prov_params(&w.provenance);
-            unindex(
-                &tx,
-                Layer::Talks,
-                "session_pk = ?1 AND prompt_number = ?2",
-                &[pk, job.prompt_number],
-            )?;
-            tx.execute(
-                "INSERT INTO talk_summaries (session_pk, prompt_number, user_request, summary, completed,
-                   files_involved, raw_tokens, summary_tokens, ts, provider, model, prompt_version,
-                   tokens_input, tokens_output, confidence, fallback_reason, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-                params![
-                    pk, job.prompt_number, t.user_request, t.summary, t.completed,
-                    list(&t.files_involved), *raw_tokens as i64,
-                    (estimate_tokens(&t.user_request) + estimate_tokens(&t.summary)
-                        + estimate_tokens(&t.completed)) as i64,
-                    ts, p[0], p[1], p[2], p[3], p[4], p[5], p[6], now
-                ],
-            )?;
-            let body = format!(
-                "{}\n{}\n{}\n{}",
-                t.user_request,
-                t.summary,
-                t.completed,
-                t.files_involved.join(" ")
-            );
-            index(&tx, Layer::Talks, tx.last_insert_rowid(), &body)?;
+            let t = w.value.redacted();
+            let summary_tokens = estimate_tokens(&t.user_request)
+                + estimate_tokens(&t.summary)
+                + estimate_tokens(&t.completed);
+            let row = Rows::Talk {
+                row: Stored {
+                    value: t,
+                    provenance: w.provenance.clone(),
+                    created_at: now,
+                },
+                raw_tokens: *raw_tokens as i64,
+                summary_tokens: summary_tokens as i64,
+                ts: *ts,
+            };
+            rows::replace(&tx, pk, prompt, &row)?;
             account(&tx, w)?;
             let covered: Option<i64> = tx
                 .query_row(
@@ -204,7 +111,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                     |r| r.get(0),
                 )
                 .optional()?;
-            if covered.is_some_and(|c| c < job.prompt_number) {
+            if covered.is_some_and(|c| c < prompt) {
                 enqueue(&tx, Layer::Sessions, pk, 0, "newer talk summary", true)?;
             }
         }
@@ -212,8 +119,6 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             written: w,
             raw_tokens,
         } => {
-            let s = &w.value.redacted();
-            let p = prov_params(&w.provenance);
             let created: Option<i64> = tx
                 .query_row(
                     "SELECT created_at FROM session_summaries WHERE session_pk = ?1",
@@ -221,39 +126,16 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                     |r| r.get(0),
                 )
                 .optional()?;
-            unindex(&tx, Layer::Sessions, "session_pk = ?1", &[pk])?;
-            tx.execute(
-                "INSERT INTO session_summaries (session_pk, summary, key_points, files_involved,
-                   technologies, talks_covered, raw_tokens, provider, model, prompt_version,
-                   tokens_input, tokens_output, confidence, fallback_reason, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                params![
-                    pk,
-                    s.summary,
-                    list(&s.key_points),
-                    list(&s.files_involved),
-                    list(&s.technologies),
-                    s.talks_covered,
-                    *raw_tokens as i64,
-                    p[0],
-                    p[1],
-                    p[2],
-                    p[3],
-                    p[4],
-                    p[5],
-                    p[6],
-                    created.unwrap_or(now),
-                    now
-                ],
-            )?;
-            let body = format!(
-                "{}\n{}\n{}\n{}",
-                s.summary,
-                s.key_points.join("\n"),
-                s.technologies.join(" "),
-                s.files_involved.join(" ")
-            );
-            index(&tx, Layer::Sessions, tx.last_insert_rowid(), &body)?;
+            let row = Rows::Session {
+                row: Stored {
+                    value: w.value.redacted(),
+                    provenance: w.provenance.clone(),
+                    created_at: created.unwrap_or(now),
+                },
+                raw_tokens: *raw_tokens as i64,
+                updated_at: now,
+            };
+            rows::replace(&tx, pk, 0, &row)?;
             account(&tx, w)?;
         }
         Output::Nothing => {}

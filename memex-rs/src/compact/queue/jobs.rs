@@ -79,6 +79,8 @@ pub struct SessionData {
     pub talks: BTreeMap<i64, Talk>,
     pub lang: Lang,
     pub project: Option<String>,
+    /// Taken from another machine by sync (`sessions.host`).
+    pub foreign: bool,
 }
 
 pub fn load_session(
@@ -86,14 +88,15 @@ pub fn load_session(
     pk: i64,
     prompts: (i64, i64),
 ) -> rusqlite::Result<SessionData> {
-    let project: Option<String> = conn
+    let (project, foreign): (Option<String>, bool) = conn
         .query_row(
-            "SELECT COALESCE(git_root, project_path) FROM sessions WHERE id = ?1",
+            "SELECT COALESCE(git_root, project_path), host IS NOT NULL FROM sessions
+             WHERE id = ?1",
             [pk],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?
-        .flatten();
+        .unwrap_or_default();
     let mut st = conn.prepare_cached(
         "SELECT message_id, kind, prompt_number, COALESCE(text, memex_unzstd(text_z), ''),
                 tool_name, tool_call_id, tool_input, is_error, ts, role
@@ -203,6 +206,7 @@ pub fn load_session(
         talks,
         lang,
         project,
+        foreign,
     })
 }
 

@@ -21,6 +21,10 @@ use crate::store::{ReadPool, Writer};
 #[derive(Clone)]
 pub struct Compactor {
     pub engine: Arc<Engine>,
+    /// The summariser inside Memex alone, for sessions taken from another machine: the
+    /// machine a session came from writes its paid summaries, which travel with its sync, so
+    /// that no summary is paid for twice; this one fills in with free ones until they come.
+    pub heuristic: Arc<Engine>,
     pub writer: Writer,
     pub pool: ReadPool,
     pub switches: Switches,
@@ -33,6 +37,7 @@ impl Compactor {
     pub fn new(engine: Engine, writer: Writer, pool: ReadPool, idle_minutes: u64) -> Compactor {
         let switches = Switches::from(&engine.settings);
         Compactor {
+            heuristic: Arc::new(Engine::with_chain(engine.settings.clone(), vec![None])),
             engine: Arc::new(engine),
             writer,
             pool,
@@ -117,6 +122,11 @@ impl Compactor {
                 .await
                 .map_err(|_| crate::store::StoreError::WriterGone)???
         };
+        let engine = if data.foreign {
+            &self.heuristic
+        } else {
+            &self.engine
+        };
         for (i, job) in jobs.iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
                 let rest: Vec<i64> = jobs[i..].iter().map(|j| j.id).collect();
@@ -131,7 +141,7 @@ impl Compactor {
                     other => rusqlite::Error::InvalidParameterName(other.to_string()),
                 })?
             };
-            let res = execute(&self.engine, job, &data, l2s).await;
+            let res = execute(engine, job, &data, l2s).await;
             let job = job.clone();
             let max = self.engine.settings.max_attempts;
             ran += 1;

@@ -23,7 +23,11 @@ use ai_cli_session_collector::{
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+pub use self::compact::CompactRecord;
 use crate::forget::{self, ForgetError, Forgotten};
+use crate::layer::Layer;
+
+pub mod compact;
 use crate::ingest::{Batch, IngestOptions, PreparedSession, apply_in, pack_raw, prepare};
 
 /// The payload format this build writes and reads (2: with what the sender forgot).
@@ -45,6 +49,16 @@ pub struct Payload {
     /// The name the sender goes by (its host name).
     #[serde(default)]
     pub host_name: Option<String>,
+    /// The last entry of the sender's `sync_changed` the payload covers (messages sent again
+    /// because they changed).
+    #[serde(default)]
+    pub changed_through: i64,
+    /// Compact rows a model wrote for the sender's sessions: applied after the sources.
+    #[serde(default)]
+    pub compact: Vec<CompactRecord>,
+    /// The last entry of the sender's `sync_compact` the payload covers.
+    #[serde(default)]
+    pub compact_through: i64,
 }
 
 /// Whether `name` may name a machine: 1 to 64 characters, none of them a control character.
@@ -67,16 +81,20 @@ impl Payload {
         Marks {
             messages: self.through,
             forgets: self.forgets_through,
+            changed: self.changed_through,
+            compact: self.compact_through,
         }
     }
 }
 
-/// How far a series reaches: the last local message id and the last `sync_forgets` entry it
-/// carries.
+/// How far a series reaches: the last local message id, and the last `sync_forgets`,
+/// `sync_changed` and `sync_compact` entries it carries.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Marks {
     pub messages: i64,
     pub forgets: i64,
+    pub changed: i64,
+    pub compact: i64,
 }
 
 impl Marks {
@@ -85,6 +103,8 @@ impl Marks {
         Marks {
             messages: self.messages.max(other.messages),
             forgets: self.forgets.max(other.forgets),
+            changed: self.changed.max(other.changed),
+            compact: self.compact.max(other.compact),
         }
     }
 }
@@ -187,66 +207,57 @@ pub struct Applied {
     /// The rows whose vectors must go, as `memex forget` reports them.
     #[serde(skip)]
     pub gone: Vec<(i64, i64)>,
-    /// Messages of agents this build does not know, or without a usable role or kind: kept
-    /// out, counted.
+    /// Compact rows written by the sender's model, stored in place of this machine's own.
+    pub summaries: u64,
+    /// Messages of agents this build does not know, or without a usable role or kind, and
+    /// malformed compact rows: kept out, counted.
     pub skipped: u64,
 }
 
-/// The next payload of this machine's own messages and forgets after `from`, holding about
-/// `budget` bytes of text and records; `None` when there are none.
-pub fn next_payload(
-    conn: &Connection,
-    from: Marks,
-    budget: usize,
-) -> rusqlite::Result<Option<Payload>> {
-    let through = from.messages;
-    let mut st = conn.prepare_cached(
-        "SELECT m.id, s.agent, s.session_id, COALESCE(f.path, ''), m.message_id, m.parent_id,
-                m.role, m.kind, m.prompt_number, m.ts, m.cwd, m.git_branch, m.model,
-                CASE WHEN m.text IS NOT NULL THEN m.text ELSE memex_unzstd(m.text_z) END,
-                m.tool_name, m.tool_call_id, m.tool_input, m.is_error, m.usage_key,
-                m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens,
-                m.reasoning_tokens, m.agent_id, m.sidechain, m.inherited, m.duplicate, m.active,
-                m.line, m.seq, m.raw_block, m.raw_offset, m.raw_len, m.redactions
-         FROM messages m JOIN sessions s ON s.id = m.session_pk
-         LEFT JOIN source_files f ON f.id = m.source_file_id
-         WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%')
-         ORDER BY m.id LIMIT 2000",
-    )?;
-    let mut rows = st.query([through])?;
-    let mut payload = Payload {
-        format: PAYLOAD_FORMAT,
-        sources: Vec::new(),
-        through,
-        forgets: Vec::new(),
-        forgets_through: from.forgets,
-        host_name: conn
-            .query_row("SELECT name FROM sync_self WHERE id = 1", [], |r| r.get(0))
-            .optional()?
-            .flatten(),
-    };
-    let mut index: HashMap<(String, String), usize> = HashMap::new();
-    let mut blocks: Option<(i64, Vec<u8>)> = None;
-    let mut bytes = 0usize;
-    while let Some(r) = rows.next()? {
-        let id: i64 = r.get(0)?;
+/// Every column of a stored message, with its session and source file, as [`Builder::add`]
+/// reads them.
+const MESSAGE_SELECT: &str =
+    "SELECT m.id, s.agent, s.session_id, COALESCE(f.path, ''), m.message_id, m.parent_id,
+            m.role, m.kind, m.prompt_number, m.ts, m.cwd, m.git_branch, m.model,
+            CASE WHEN m.text IS NOT NULL THEN m.text ELSE memex_unzstd(m.text_z) END,
+            m.tool_name, m.tool_call_id, m.tool_input, m.is_error, m.usage_key,
+            m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens,
+            m.reasoning_tokens, m.agent_id, m.sidechain, m.inherited, m.duplicate, m.active,
+            m.line, m.seq, m.raw_block, m.raw_offset, m.raw_len, m.redactions
+     FROM messages m JOIN sessions s ON s.id = m.session_pk
+     LEFT JOIN source_files f ON f.id = m.source_file_id";
+
+/// A payload being filled, message by message, grouped by source file.
+struct Builder<'c> {
+    conn: &'c Connection,
+    payload: Payload,
+    index: HashMap<(String, String), usize>,
+    /// The raw block last read, decompressed (consecutive messages share blocks).
+    block: Option<(i64, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl Builder<'_> {
+    /// Adds the message of a [`MESSAGE_SELECT`] row.
+    fn add(&mut self, r: &rusqlite::Row<'_>) -> rusqlite::Result<()> {
         let (agent, session_id, path): (String, String, String) = (r.get(1)?, r.get(2)?, r.get(3)?);
         let text: Option<String> = r.get(13)?;
         let usage: [Option<i64>; 5] = [r.get(19)?, r.get(20)?, r.get(21)?, r.get(22)?, r.get(23)?];
         let raw_at: (Option<i64>, Option<i64>, Option<i64>) = (r.get(31)?, r.get(32)?, r.get(33)?);
         let raw = match raw_at {
             (Some(block), Some(off), Some(len)) => {
-                if blocks.as_ref().is_none_or(|(b, _)| *b != block) {
-                    let data: Option<Vec<u8>> = conn
+                if self.block.as_ref().is_none_or(|(b, _)| *b != block) {
+                    let data: Option<Vec<u8>> = self
+                        .conn
                         .prepare_cached("SELECT data FROM raw_blocks WHERE id = ?1")?
                         .query_row([block], |r| r.get(0))
                         .optional()?;
-                    blocks = Some((
+                    self.block = Some((
                         block,
                         data.map(|d| crate::unzstd_bytes(&d)).unwrap_or_default(),
                     ));
                 }
-                let all = &blocks.as_ref().expect("just read").1;
+                let all = &self.block.as_ref().expect("just read").1;
                 all.get(off as usize..(off + len) as usize)
                     .map(|b| Raw::of(b.to_vec()))
             }
@@ -283,29 +294,133 @@ pub fn next_payload(
             redactions: r.get(34)?,
             raw,
         };
-        bytes += m.text.len()
+        self.bytes += m.text.len()
             + match &m.raw {
                 Some(Raw::Text(s) | Raw::Hex(s)) => s.len(),
                 None => 0,
             };
-        let at = *index
+        let sources = &mut self.payload.sources;
+        let at = *self
+            .index
             .entry((agent.clone(), path.clone()))
             .or_insert_with(|| {
-                payload.sources.push(Source {
-                    agent: agent.clone(),
-                    path: path.clone(),
+                sources.push(Source {
+                    agent,
+                    path,
                     sessions: Vec::new(),
                     messages: Vec::new(),
                 });
-                payload.sources.len() - 1
+                sources.len() - 1
             });
-        payload.sources[at].messages.push(m);
-        payload.through = id;
-        if bytes >= budget {
+        sources[at].messages.push(m);
+        Ok(())
+    }
+}
+
+/// New messages a payload takes at most.
+const MESSAGES_AT_ONCE: usize = 2000;
+
+/// The next payload of this machine's own messages (those changed since they were sent, then
+/// new ones), compact rows its models wrote and forgets after `from`, holding about `budget`
+/// bytes of text and records; `None` when there are none.
+pub fn next_payload(
+    conn: &Connection,
+    from: Marks,
+    budget: usize,
+) -> rusqlite::Result<Option<Payload>> {
+    let mut b = Builder {
+        conn,
+        payload: Payload {
+            format: PAYLOAD_FORMAT,
+            sources: Vec::new(),
+            through: from.messages,
+            forgets: Vec::new(),
+            forgets_through: from.forgets,
+            host_name: conn
+                .query_row("SELECT name FROM sync_self WHERE id = 1", [], |r| r.get(0))
+                .optional()?
+                .flatten(),
+            changed_through: from.changed,
+            compact: Vec::new(),
+            compact_through: from.compact,
+        },
+        index: HashMap::new(),
+        block: None,
+        bytes: 0,
+    };
+    let changed: Vec<(i64, i64)> = conn
+        .prepare_cached(
+            "SELECT id, message FROM sync_changed WHERE id > ?1 ORDER BY id LIMIT 2000",
+        )?
+        .query_map([from.changed], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut seen = HashSet::new();
+    for (entry, id) in changed {
+        b.payload.changed_through = entry;
+        // A message changed twice goes once; one forgotten since is gone.
+        if seen.insert(id) {
+            let mut st = conn.prepare_cached(&format!("{MESSAGE_SELECT} WHERE m.id = ?1"))?;
+            let mut rows = st.query([id])?;
+            if let Some(r) = rows.next()? {
+                b.add(r)?;
+            }
+        }
+        if b.bytes >= budget {
             break;
         }
     }
-    drop(rows);
+    // Whether every new message is in this payload or an earlier one.
+    let mut drained = false;
+    if b.bytes < budget {
+        let mut st = conn.prepare_cached(&format!(
+            "{MESSAGE_SELECT}
+             WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%')
+             ORDER BY m.id LIMIT {MESSAGES_AT_ONCE}"
+        ))?;
+        let mut rows = st.query([from.messages])?;
+        let mut n = 0;
+        drained = true;
+        while let Some(r) = rows.next()? {
+            b.add(r)?;
+            b.payload.through = r.get(0)?;
+            n += 1;
+            if b.bytes >= budget {
+                drained = false;
+                break;
+            }
+        }
+        drained &= n < MESSAGES_AT_ONCE;
+    }
+    // Compact rows go once their sessions' messages went before them, so that the receiver
+    // has the sessions they belong to.
+    if drained {
+        let keys: Vec<(i64, String, i64, i64)> = conn
+            .prepare_cached(
+                "SELECT id, level, session_pk, prompt_number FROM sync_compact WHERE id > ?1
+                 ORDER BY id LIMIT 2000",
+            )?
+            .query_map([from.compact], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut seen = HashSet::new();
+        for (entry, level, pk, prompt) in keys {
+            if b.bytes >= budget {
+                break;
+            }
+            b.payload.compact_through = entry;
+            let Some(layer) = Layer::from_job(&level) else {
+                continue;
+            };
+            if seen.insert((layer, pk, prompt))
+                && let Some(rec) = compact::record(conn, layer, pk, prompt)?
+            {
+                b.bytes += rec.rows.bytes();
+                b.payload.compact.push(rec);
+            }
+        }
+    }
+    let mut payload = b.payload;
     let mut st = conn.prepare_cached(
         "SELECT id, agent, session_id, message_id FROM sync_forgets WHERE id > ?1
          ORDER BY id LIMIT 20000",
@@ -320,7 +435,11 @@ pub fn next_payload(
         });
     }
     drop(rows);
-    if payload.sources.is_empty() && payload.forgets.is_empty() {
+    if payload.sources.is_empty()
+        && payload.forgets.is_empty()
+        && payload.changed_through == from.changed
+        && payload.compact_through == from.compact
+    {
         return Ok(None);
     }
     for s in &mut payload.sources {
@@ -487,6 +606,14 @@ pub fn apply(
             out.sessions += mark.execute(params![host, agent, id])? as u64;
         }
     }
+    let now = chrono::Utc::now().timestamp_millis();
+    for rec in &payload.compact {
+        match compact::take(tx, host, rec, now)? {
+            compact::Taken::Stored(n) => out.summaries += n,
+            compact::Taken::NotHers => {}
+            compact::Taken::Invalid(_) => out.skipped += 1,
+        }
+    }
     if !payload.forgets.is_empty() {
         // Forgetting here lists the same identities to send on (the trigger of migration
         // 0016): the sender's own batch carries them to every machine already.
@@ -511,6 +638,7 @@ pub fn host_id(conn: &Connection, new_id: impl FnOnce() -> String) -> rusqlite::
         "INSERT INTO sync_self (id, host) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING",
         [new_id()],
     )?;
+    compact::list_written_before(conn)?;
     conn.query_row("SELECT host FROM sync_self WHERE id = 1", [], |r| r.get(0))
 }
 
@@ -519,7 +647,8 @@ pub fn host_id(conn: &Connection, new_id: impl FnOnce() -> String) -> rusqlite::
 pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, Marks)> {
     Ok(conn
         .query_row(
-            "SELECT pushed_seq, pushed_through, forgets_through FROM sync_self WHERE id = 1",
+            "SELECT pushed_seq, pushed_through, forgets_through, changed_through, compact_through
+             FROM sync_self WHERE id = 1",
             [],
             |r| {
                 Ok((
@@ -527,6 +656,8 @@ pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, Marks)> {
                     Marks {
                         messages: r.get(1)?,
                         forgets: r.get(2)?,
+                        changed: r.get(3)?,
+                        compact: r.get(4)?,
                     },
                 ))
             },
@@ -540,9 +671,18 @@ pub fn pushed(conn: &Connection) -> rusqlite::Result<(u64, Marks)> {
 pub fn set_pushed(conn: &Connection, seq: u64, marks: Marks, now: i64) -> rusqlite::Result<()> {
     conn.execute(
         "UPDATE sync_self SET pushed_seq = ?1, pushed_through = MAX(pushed_through, ?2),
-           forgets_through = MAX(forgets_through, ?3), pushed_at = ?4
+           forgets_through = MAX(forgets_through, ?3),
+           changed_through = MAX(changed_through, ?5),
+           compact_through = MAX(compact_through, ?6), pushed_at = ?4
          WHERE id = 1 AND pushed_seq < ?1",
-        params![seq as i64, marks.messages, marks.forgets, now],
+        params![
+            seq as i64,
+            marks.messages,
+            marks.forgets,
+            now,
+            marks.changed,
+            marks.compact
+        ],
     )?;
     Ok(())
 }
@@ -573,18 +713,30 @@ pub fn pin(
 /// `marks` (a target restored from an older backup lost the batches after).
 pub fn reset_pushed(conn: &Connection, seq: u64, marks: Marks) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = ?2, forgets_through = ?3
+        "UPDATE sync_self SET pushed_seq = ?1, pushed_through = ?2, forgets_through = ?3,
+           changed_through = ?4, compact_through = ?5
          WHERE id = 1",
-        params![seq as i64, marks.messages, marks.forgets],
+        params![
+            seq as i64,
+            marks.messages,
+            marks.forgets,
+            marks.changed,
+            marks.compact
+        ],
     )?;
     Ok(())
 }
 
-/// Whether something forgotten here waits to be sent.
-pub fn forgets_waiting(conn: &Connection) -> rusqlite::Result<bool> {
+/// Whether something forgotten here, a message changed since it was sent or a compact row a
+/// model wrote waits to be sent (new messages are told by the ingester).
+pub fn outbox_waiting(conn: &Connection) -> rusqlite::Result<bool> {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sync_forgets
-                        WHERE id > (SELECT forgets_through FROM sync_self WHERE id = 1))",
+                        WHERE id > (SELECT forgets_through FROM sync_self WHERE id = 1))
+             OR EXISTS (SELECT 1 FROM sync_changed
+                        WHERE id > (SELECT changed_through FROM sync_self WHERE id = 1))
+             OR EXISTS (SELECT 1 FROM sync_compact
+                        WHERE id > (SELECT compact_through FROM sync_self WHERE id = 1))",
         [],
         |r| r.get(0),
     )
@@ -622,10 +774,13 @@ pub struct State {
     pub pushed_seq: u64,
     /// Epoch ms of the last push that sent a batch.
     pub pushed_at: Option<i64>,
-    /// Messages of this machine not sent yet.
+    /// Messages of this machine not sent yet (new ones, and changed ones to send again).
     pub unsent: u64,
     /// Sessions and messages forgotten here whose tombstones are not sent yet.
     pub unsent_forgets: u64,
+    /// Compact rows written by a model (keys: a talk's observations, a talk, a session) not
+    /// sent yet.
+    pub unsent_summaries: u64,
     pub peers: Vec<Peer>,
     /// Batches that did not open or apply: host, seq, why, when (epoch ms).
     pub failures: Vec<(String, u64, String, i64)>,
@@ -648,7 +803,9 @@ pub fn state(conn: &Connection) -> rusqlite::Result<State> {
     let (mut state, through) = conn
         .query_row(
             "SELECT host, archive, key_id, pushed_seq, pushed_at, pushed_through,
-                    (SELECT COUNT(*) FROM sync_forgets WHERE id > forgets_through), name
+                    (SELECT COUNT(*) FROM sync_forgets WHERE id > forgets_through), name,
+                    (SELECT COUNT(*) FROM (SELECT DISTINCT level, session_pk, prompt_number
+                                           FROM sync_compact WHERE id > compact_through))
              FROM sync_self WHERE id = 1",
             [],
             |r| {
@@ -661,6 +818,7 @@ pub fn state(conn: &Connection) -> rusqlite::Result<State> {
                         pushed_at: r.get(4)?,
                         unsent_forgets: r.get::<_, i64>(6)?.max(0) as u64,
                         name: r.get(7)?,
+                        unsent_summaries: r.get::<_, i64>(8)?.max(0) as u64,
                         ..State::default()
                     },
                     r.get::<_, i64>(5)?,
@@ -670,8 +828,10 @@ pub fn state(conn: &Connection) -> rusqlite::Result<State> {
         .optional()?
         .unwrap_or_default();
     state.unsent = conn.query_row(
-        "SELECT COUNT(*) FROM messages m LEFT JOIN source_files f ON f.id = m.source_file_id
-         WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%')",
+        "SELECT (SELECT COUNT(*) FROM messages m LEFT JOIN source_files f ON f.id = m.source_file_id
+                 WHERE m.id > ?1 AND (f.path IS NULL OR f.path NOT LIKE 'sync:%'))
+              + (SELECT COUNT(DISTINCT message) FROM sync_changed
+                 WHERE id > COALESCE((SELECT changed_through FROM sync_self WHERE id = 1), 0))",
         [through],
         |r| r.get::<_, i64>(0),
     )? as u64;
@@ -1181,5 +1341,142 @@ mod tests {
             })
             .unwrap();
         assert_eq!((raw, redactions), (None, 2));
+    }
+
+    /// Writes a compact row of session `pk` as compaction would (indexed).
+    fn summarise(conn: &Connection, pk: i64, prompt: i64, provider: &str, summary: &str) {
+        crate::fts::unindex_layer_rows(
+            conn,
+            Layer::Talks,
+            "session_pk = ?1 AND prompt_number = ?2",
+            &[pk, prompt],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO talk_summaries (session_pk, prompt_number, user_request, summary,
+               completed, files_involved, raw_tokens, summary_tokens, provider, prompt_version,
+               confidence, created_at)
+             VALUES (?1, ?2, 'asked', ?3, 'done', '[\"src/a.rs\"]', 100, 10, ?4, 'v1', 0.9, 1)",
+            params![pk, prompt, summary, provider],
+        )
+        .unwrap();
+        crate::fts::index_layer_row(conn, Layer::Talks, conn.last_insert_rowid()).unwrap();
+    }
+
+    /// Every payload after `from`, applied to `to` as from `host`; returns the marks reached
+    /// and the compact records sent.
+    fn carry(from: &Connection, marks: Marks, to: &mut Connection, host: &str) -> (Marks, u64) {
+        let agents = AdapterRegistry::new().names();
+        let (mut marks, mut sent) = (marks, 0);
+        while let Some(p) = next_payload(from, marks, 16 << 10).unwrap() {
+            marks = p.marks();
+            sent += p.compact.len() as u64;
+            let p: Payload = serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+            let tx = to.transaction().unwrap();
+            apply(&tx, host, p, &agents, &opts()).unwrap();
+            tx.commit().unwrap();
+        }
+        (marks, sent)
+    }
+
+    fn talks(conn: &Connection, word: &str) -> Vec<(String, i64, String)> {
+        conn.prepare(
+            "SELECT s.session_id, x.prompt_number, x.provider FROM talk_summaries x
+             JOIN sessions s ON s.id = x.session_pk
+             WHERE x.id IN (SELECT rowid FROM talk_summaries_fts WHERE talk_summaries_fts MATCH ?1)
+             ORDER BY 1, 2",
+        )
+        .unwrap()
+        .query_map([word], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    }
+
+    #[test]
+    fn summaries_a_model_wrote_travel_once_and_the_heuristics_stay_home() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        imported(a.path());
+        let conn_a = crate::open(a.path()).unwrap();
+        let (pk, sid): (i64, String) = conn_a
+            .query_row(
+                "SELECT id, session_id FROM sessions WHERE prompt_count >= 3
+                 ORDER BY id LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        // Written before the archive first synced: the model's row is listed when it does.
+        summarise(&conn_a, pk, 1, "anthropic", "quokka before");
+        summarise(&conn_a, pk, 2, crate::HEURISTIC, "quokka free");
+        host_id(&conn_a, || "a".repeat(32)).unwrap();
+        // Written after: listed as it is written.
+        summarise(&conn_a, pk, 3, "openai", "quokka after");
+        assert_eq!(state(&conn_a).unwrap().unsent_summaries, 2);
+        assert!(outbox_waiting(&conn_a).unwrap());
+
+        let mut conn_b = crate::open(b.path()).unwrap();
+        let (marks, sent) = carry(&conn_a, Marks::default(), &mut conn_b, HOST);
+        assert_eq!(sent, 2);
+        let want = vec![
+            (sid.clone(), 1, "anthropic".to_owned()),
+            (sid.clone(), 3, "openai".to_owned()),
+        ];
+        assert_eq!(
+            talks(&conn_b, "quokka"),
+            want,
+            "found, the free one not sent"
+        );
+        let done: Vec<(String, i64, String)> = conn_b
+            .prepare("SELECT level, prompt_number, state FROM compact_jobs ORDER BY 2")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            done,
+            [
+                ("l2".into(), 1, "done".into()),
+                ("l2".into(), 3, "done".into())
+            ],
+            "not written again here"
+        );
+        // What B took is not B's to send.
+        host_id(&conn_b, || "b".repeat(32)).unwrap();
+        assert_eq!(
+            state(&conn_b).unwrap().unsent_summaries,
+            0,
+            "taken rows are not listed"
+        );
+
+        // Rewritten on A (a regeneration, `memex scrub`): travels again and takes the place
+        // of the old one; applied twice, it is there once.
+        summarise(&conn_a, pk, 3, "openai", "quokka rewritten");
+        conn_a
+            .execute(
+                "UPDATE talk_summaries SET summary = 'quokka scrubbed' WHERE prompt_number = 1
+                 AND session_pk = ?1",
+                [pk],
+            )
+            .unwrap();
+        let before = marks;
+        let (_, sent) = carry(&conn_a, before, &mut conn_b, HOST);
+        assert_eq!(sent, 2);
+        carry(&conn_a, before, &mut conn_b, HOST);
+        assert_eq!(talks(&conn_b, "quokka"), want);
+        assert_eq!(talks(&conn_b, "rewritten").len(), 1);
+        assert_eq!(talks(&conn_b, "scrubbed").len(), 1);
+        assert!(
+            talks(&conn_b, "before").is_empty(),
+            "the old text left the index"
+        );
+
+        // Sent under another machine's name, a row does not touch sessions that are not that
+        // machine's.
+        summarise(&conn_a, pk, 3, "openai", "quokka impostor");
+        carry(&conn_a, before, &mut conn_b, &"c".repeat(32));
+        assert!(talks(&conn_b, "impostor").is_empty());
+        assert_eq!(talks(&conn_b, "rewritten").len(), 1);
     }
 }
