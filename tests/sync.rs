@@ -164,6 +164,21 @@ fn two_machines_share_one_memory_through_a_folder() {
     let text = ok(&laptop, &["sessions", "list", "--limit", "100"]);
     assert!(text.lines().any(|l| l.contains(" @")), "{text}");
     assert!(refused(&laptop, &["search", "x", "--host", "bad\u{7}name"]).contains("host"));
+    // An id cut too short names no machine, and the note says how machines are named.
+    let short = laptop.memex(&[
+        "search",
+        "token",
+        "--mode",
+        "fts",
+        "--host",
+        &desktop_id[..4],
+    ]);
+    assert!(short.status.success(), "{short:?}");
+    let note = String::from_utf8_lossy(&short.stderr);
+    assert!(
+        note.contains("no session of machine") && note.contains("first 6 characters"),
+        "{note}"
+    );
     // `memex agents` counts this machine's files and sessions, and the others' apart.
     let agents = laptop.json(&["agents", "--json"]);
     let codex = agents

@@ -322,6 +322,11 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 /// takes minutes).
 const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// `n` and its noun, singular or plural.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn report(done: &Synced, json: bool) -> Result<()> {
     let Synced { pushed, pulled } = done;
     if json {
@@ -342,8 +347,11 @@ fn report(done: &Synced, json: bool) -> Result<()> {
             );
         } else {
             println!(
-                "sent {} messages{forgets} in {} batches ({} bytes sealed); this machine's series ends at batch {}",
-                p.messages, p.batches, p.bytes, p.seq
+                "sent {}{forgets} in {} ({} bytes sealed); this machine's series ends at batch {}",
+                count(p.messages, "message", "messages"),
+                count(p.batches, "batch", "batches"),
+                p.bytes,
+                p.seq
             );
         }
     }
@@ -356,8 +364,10 @@ fn report(done: &Synced, json: bool) -> Result<()> {
             forgot = format!("; {} summaries their models wrote{forgot}", p.summaries);
         }
         println!(
-            "took {} messages ({} new sessions) in {} batches{forgot}",
-            p.messages, p.sessions, p.batches
+            "took {} ({} new) in {}{forgot}",
+            count(p.messages, "message", "messages"),
+            count(p.sessions, "session", "sessions"),
+            count(p.batches, "batch", "batches")
         );
         for (host, seq, why) in &p.failed {
             eprintln!("memex: batch {seq} of host {host} was skipped: {why}");

@@ -447,7 +447,10 @@ fn filtered_out(
         named.push(format!("session `{s}`"));
     }
     if let Some(h) = &f.host {
-        named.push(format!("machine `{h}`"));
+        named.push(format!(
+            "machine `{h}` (`memex hosts` lists them: a name, an id or an id's first 6 \
+             characters or more)"
+        ));
     }
     if !named.is_empty() {
         let mut args = Vec::new();

@@ -175,6 +175,108 @@ pub fn reindex_long_texts(
 mod tests {
     use super::*;
 
+    /// What a compact row's full-text entry holds: its text columns, then its lists one item a
+    /// line (facts, key points) or space-separated (files, technologies); and the entry goes
+    /// with the row.
+    #[test]
+    fn a_compact_row_is_indexed_from_its_columns() {
+        use crate::compact::{Observation, Provenance, Rows, SessionSummary, Stored, replace};
+        use crate::layer::Layer;
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::open(dir.path()).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (agent, session_id, source_path) VALUES ('claude', 's', '/x')",
+            [],
+        )
+        .unwrap();
+        let pk = conn.last_insert_rowid();
+        let by = Provenance {
+            provider: "openai".into(),
+            model: None,
+            prompt_version: "v1".into(),
+            tokens_input: 1,
+            tokens_output: 1,
+            confidence: 0.9,
+            fallback_reason: None,
+        };
+        let obs = Stored {
+            value: Observation {
+                first_message_id: "m1".into(),
+                last_message_id: "m1".into(),
+                tool_name: "Edit".into(),
+                call_count: 1,
+                kind: "bugfix".into(),
+                title: "Fixed the 认证 check".into(),
+                subtitle: "in auth".into(),
+                facts: vec!["one fact".into(), "two \"quoted\"".into()],
+                narrative: "a story".into(),
+                files_read: vec!["src/r.rs".into()],
+                files_modified: vec!["src/a.rs".into(), "src/b.rs".into()],
+                ts: None,
+            },
+            provenance: by.clone(),
+            created_at: 1,
+        };
+        let session = Stored {
+            value: SessionSummary {
+                summary: "whole".into(),
+                key_points: vec!["k1".into(), "k2".into()],
+                files_involved: vec!["f1".into(), "f2".into()],
+                technologies: vec!["Rust".into(), "SQLite".into()],
+                talks_covered: 1,
+            },
+            provenance: by,
+            created_at: 1,
+        };
+        let body = |layer: Layer| -> String {
+            conn.query_row(
+                &format!(
+                    "SELECT {} FROM {} x",
+                    layer.columns().unwrap().fts_body,
+                    layer.table()
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        replace(&conn, pk, 1, &Rows::Observations(vec![obs.clone()])).unwrap();
+        assert_eq!(
+            body(Layer::Observations),
+            "Fixed the 认证 check\nin auth\na story\none fact\ntwo \"quoted\"\nsrc/a.rs src/b.rs src/r.rs"
+        );
+        let rows = Rows::Session {
+            row: session,
+            raw_tokens: 10,
+            updated_at: 2,
+        };
+        replace(&conn, pk, 0, &rows).unwrap();
+        assert_eq!(body(Layer::Sessions), "whole\nk1\nk2\nRust SQLite\nf1 f2");
+        let hits = |fts: &str, q: &str| -> i64 {
+            conn.query_row(
+                &format!("SELECT COUNT(*) FROM {fts} WHERE {fts} MATCH ?1"),
+                [q],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        // CJK as bigrams, as messages are.
+        assert_eq!(hits("observations_fts", "认证"), 1);
+        assert_eq!(hits("session_summaries_fts", "SQLite"), 1);
+        // Written again in place: one row, one entry, the old text gone.
+        let mut again = obs;
+        again.value.narrative = "another story".into();
+        replace(&conn, pk, 1, &Rows::Observations(vec![again])).unwrap();
+        assert_eq!(hits("observations_fts", "another"), 1);
+        assert_eq!(hits("observations_fts", "story"), 1);
+        assert_eq!(
+            crate::compact::read(&conn, Layer::Observations, pk, 1)
+                .unwrap()
+                .map(|r| r.count()),
+            Some(1)
+        );
+    }
+
     #[test]
     fn cjk_runs_become_bigrams() {
         assert_eq!(
