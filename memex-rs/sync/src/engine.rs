@@ -779,22 +779,7 @@ mod tests {
         same(&d.messages(), &kept, "d");
 
         // Not from the machine that archived it: B imports its files again, and pushes.
-        let registry = Arc::new(AdapterRegistry::new());
-        let roots = vec![(
-            "codex".to_owned(),
-            fixtures().join("codex/handwritten/sessions"),
-        )];
-        let jobs = discover(&registry, &roots);
-        import(
-            &b.writer,
-            b._dir.path(),
-            registry,
-            jobs,
-            &opts(),
-            &AtomicBool::new(false),
-            &|_| {},
-        )
-        .unwrap();
+        import_root(&b, "codex", &fixtures().join("codex/handwritten/sessions"));
         same(&b.messages(), &kept, "b");
         round().await;
         for m in [&a, &b, &c] {
