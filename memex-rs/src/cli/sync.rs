@@ -162,7 +162,7 @@ pub(super) fn setup(ctx: &Ctx, url: &str, key_out: Option<&Path>) -> Result<()> 
 
 pub(super) fn join(ctx: &Ctx, url: &str, key_from: &str) -> Result<()> {
     let key = if key_from == "-" {
-        let mut text = String::new();
+        let mut text = SyncKey::buffer();
         std::io::stdin()
             .take(4096)
             .read_to_string(&mut text)
@@ -171,7 +171,12 @@ pub(super) fn join(ctx: &Ctx, url: &str, key_from: &str) -> Result<()> {
     } else {
         SyncKey::read_file(Path::new(key_from))
     }
-    .map_err(|e| user_error(e.to_string(), "the key file `memex sync setup` wrote"))?;
+    .map_err(|e| {
+        user_error(
+            e.to_string(),
+            "the key file `memex sync setup` wrote, or the 24 words `memex sync key` prints",
+        )
+    })?;
     let t = target_of(url)?;
     let rt = runtime()?;
     let Some(info) = rt.block_on(t.archive())? else {

@@ -3,7 +3,7 @@
 //! from one machine to another (`sync::compact`), written and read here only, each indexed for
 //! full-text search as it is written.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, ToSql};
 use serde::{Deserialize, Serialize};
 
 use crate::fts;
@@ -186,19 +186,35 @@ fn stored<T>(value: T, (provenance, created_at): (Provenance, i64)) -> Stored<T>
     }
 }
 
-fn provenance_values(row: &Stored<impl Sized>) -> [rusqlite::types::Value; 8] {
-    use rusqlite::types::Value as V;
+/// Inserts one row into `table`: its own `columns` with `values`, then the row's provenance
+/// and when it was written, `then` after (a conflict clause). Returns the rows inserted.
+fn insert<T>(
+    tx: &Connection,
+    table: &str,
+    columns: &str,
+    values: &[&dyn ToSql],
+    row: &Stored<T>,
+    then: &str,
+) -> rusqlite::Result<usize> {
     let p = &row.provenance;
-    [
-        V::Text(p.provider.clone()),
-        p.model.clone().map_or(V::Null, V::Text),
-        V::Text(p.prompt_version.clone()),
-        V::Integer(p.tokens_input as i64),
-        V::Integer(p.tokens_output as i64),
-        V::Real(p.confidence),
-        p.fallback_reason.clone().map_or(V::Null, V::Text),
-        V::Integer(row.created_at),
-    ]
+    let (tokens_input, tokens_output) = (p.tokens_input as i64, p.tokens_output as i64);
+    let written: [&dyn ToSql; 8] = [
+        &p.provider,
+        &p.model,
+        &p.prompt_version,
+        &tokens_input,
+        &tokens_output,
+        &p.confidence,
+        &p.fallback_reason,
+        &row.created_at,
+    ];
+    let all: Vec<&dyn ToSql> = values.iter().copied().chain(written).collect();
+    let marks: Vec<String> = (1..=all.len()).map(|i| format!("?{i}")).collect();
+    tx.prepare_cached(&format!(
+        "INSERT INTO {table} ({columns}, {PROVENANCE}) VALUES ({}) {then}",
+        marks.join(", ")
+    ))?
+    .execute(&all[..])
 }
 
 /// The rows stored for one key of session `pk` (`prompt` is ignored for a session summary);
@@ -299,46 +315,43 @@ pub fn replace(tx: &Connection, pk: i64, prompt: i64, rows: &Rows) -> rusqlite::
         )?,
     }
     let mut written = 0;
+    let mut wrote = |n: usize| -> rusqlite::Result<()> {
+        if n == 1 {
+            fts::index_layer_row(tx, layer, tx.last_insert_rowid())?;
+            written += 1;
+        }
+        Ok(())
+    };
     match rows {
         Rows::Observations(v) => {
             for row in v {
-                let (o, p) = (&row.value, provenance_values(row));
-                tx.prepare_cached(&format!(
-                    "INSERT INTO observations (session_pk, prompt_number, first_message_id,
-                       last_message_id, tool_name, call_count, type, title, subtitle, facts,
-                       narrative, files_read, files_modified, ts, {PROVENANCE})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
-                       ?16, ?17, ?18, ?19, ?20, ?21, ?22)
-                     ON CONFLICT (session_pk, prompt_number, first_message_id) DO NOTHING"
-                ))?
-                .execute(params![
-                    pk,
-                    prompt,
-                    o.first_message_id,
-                    o.last_message_id,
-                    o.tool_name,
-                    o.call_count,
-                    o.kind,
-                    o.title,
-                    o.subtitle,
-                    list(&o.facts),
-                    o.narrative,
-                    list(&o.files_read),
-                    list(&o.files_modified),
-                    o.ts,
-                    p[0],
-                    p[1],
-                    p[2],
-                    p[3],
-                    p[4],
-                    p[5],
-                    p[6],
-                    p[7]
-                ])?;
-                if tx.changes() == 1 {
-                    fts::index_layer_row(tx, layer, tx.last_insert_rowid())?;
-                    written += 1;
-                }
+                let o = &row.value;
+                let n = insert(
+                    tx,
+                    "observations",
+                    "session_pk, prompt_number, first_message_id, last_message_id, tool_name,
+                     call_count, type, title, subtitle, facts, narrative, files_read,
+                     files_modified, ts",
+                    &[
+                        &pk,
+                        &prompt,
+                        &o.first_message_id,
+                        &o.last_message_id,
+                        &o.tool_name,
+                        &o.call_count,
+                        &o.kind,
+                        &o.title,
+                        &o.subtitle,
+                        &list(&o.facts),
+                        &o.narrative,
+                        &list(&o.files_read),
+                        &list(&o.files_modified),
+                        &o.ts,
+                    ],
+                    row,
+                    "ON CONFLICT (session_pk, prompt_number, first_message_id) DO NOTHING",
+                )?;
+                wrote(n)?;
             }
         }
         Rows::Talk {
@@ -347,66 +360,53 @@ pub fn replace(tx: &Connection, pk: i64, prompt: i64, rows: &Rows) -> rusqlite::
             summary_tokens,
             ts,
         } => {
-            let (t, p) = (&row.value, provenance_values(row));
-            tx.prepare_cached(&format!(
-                "INSERT INTO talk_summaries (session_pk, prompt_number, user_request, summary,
-                   completed, files_involved, raw_tokens, summary_tokens, ts, {PROVENANCE})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                   ?17)"
-            ))?
-            .execute(params![
-                pk,
-                prompt,
-                t.user_request,
-                t.summary,
-                t.completed,
-                list(&t.files_involved),
-                raw_tokens,
-                summary_tokens,
-                ts,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7]
-            ])?;
-            fts::index_layer_row(tx, layer, tx.last_insert_rowid())?;
-            written = 1;
+            let t = &row.value;
+            let n = insert(
+                tx,
+                "talk_summaries",
+                "session_pk, prompt_number, user_request, summary, completed, files_involved,
+                 raw_tokens, summary_tokens, ts",
+                &[
+                    &pk,
+                    &prompt,
+                    &t.user_request,
+                    &t.summary,
+                    &t.completed,
+                    &list(&t.files_involved),
+                    raw_tokens,
+                    summary_tokens,
+                    ts,
+                ],
+                row,
+                "",
+            )?;
+            wrote(n)?;
         }
         Rows::Session {
             row,
             raw_tokens,
             updated_at,
         } => {
-            let (s, p) = (&row.value, provenance_values(row));
-            tx.prepare_cached(&format!(
-                "INSERT INTO session_summaries (session_pk, summary, key_points, files_involved,
-                   technologies, talks_covered, raw_tokens, updated_at, {PROVENANCE})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-            ))?
-            .execute(params![
-                pk,
-                s.summary,
-                list(&s.key_points),
-                list(&s.files_involved),
-                list(&s.technologies),
-                s.talks_covered,
-                raw_tokens,
-                updated_at,
-                p[0],
-                p[1],
-                p[2],
-                p[3],
-                p[4],
-                p[5],
-                p[6],
-                p[7]
-            ])?;
-            fts::index_layer_row(tx, layer, tx.last_insert_rowid())?;
-            written = 1;
+            let s = &row.value;
+            let n = insert(
+                tx,
+                "session_summaries",
+                "session_pk, summary, key_points, files_involved, technologies, talks_covered,
+                 raw_tokens, updated_at",
+                &[
+                    &pk,
+                    &s.summary,
+                    &list(&s.key_points),
+                    &list(&s.files_involved),
+                    &list(&s.technologies),
+                    &s.talks_covered,
+                    raw_tokens,
+                    updated_at,
+                ],
+                row,
+                "",
+            )?;
+            wrote(n)?;
         }
     }
     Ok(written)

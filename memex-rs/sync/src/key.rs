@@ -206,6 +206,11 @@ impl SyncKey {
         Ok(SyncKey(key))
     }
 
+    /// A buffer for a key's text that is wiped when dropped.
+    pub fn buffer() -> Zeroizing<String> {
+        Zeroizing::new(String::new())
+    }
+
     /// Reads a key file, refusing one that other users can read.
     pub fn read_file(path: &Path) -> Result<SyncKey, KeyError> {
         let name = path.display().to_string();
@@ -222,7 +227,7 @@ impl SyncKey {
                 return Err(KeyError::Exposed { path: name, mode });
             }
         }
-        let mut text = Zeroizing::new(String::new());
+        let mut text = SyncKey::buffer();
         std::io::Read::read_to_string(&mut std::io::Read::take(file, 4096), &mut text)
             .map_err(read)?;
         SyncKey::from_text(&text)
