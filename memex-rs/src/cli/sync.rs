@@ -452,13 +452,13 @@ pub(super) fn status(ctx: &Ctx, json: bool, hosts_only: bool) -> Result<()> {
         (0, s) => format!(" and {s} summaries"),
         (f, s) => format!(", {f} forgets and {s} summaries"),
     };
+    let who = match (&state.name, &state.host) {
+        (_, None) => "(no sync yet)".to_owned(),
+        (Some(n), Some(h)) => format!("{n} ({h})"),
+        (None, Some(h)) => format!("({h})"),
+    };
     println!(
-        "this machine  {}{}  sent through batch {} ({}), {} messages{forgets} waiting",
-        state.name.as_deref().unwrap_or(""),
-        state
-            .host
-            .as_deref()
-            .map_or_else(|| " (no sync yet)".to_owned(), |h| format!(" ({h})")),
+        "this machine  {who}  sent through batch {} ({}), {} messages{forgets} waiting",
         state.pushed_seq,
         when(state.pushed_at),
         state.unsent
