@@ -78,53 +78,6 @@ pub struct Talk {
 
 pub use crate::store::compact::{Observation, Provenance, SessionSummary, TalkSummary};
 
-/// A row with the redaction rules applied to its text: a model may echo what it was shown (or,
-/// with `[store] redact` off, what was stored), and nothing unredacted is written.
-pub trait Redacted {
-    fn redacted(&self) -> Self;
-}
-
-fn r(s: &str) -> String {
-    crate::redact::redact_text(s).0.into_owned()
-}
-
-fn rs(v: &[String]) -> Vec<String> {
-    v.iter().map(|s| r(s)).collect()
-}
-
-impl Redacted for Observation {
-    fn redacted(&self) -> Self {
-        Observation {
-            title: r(&self.title),
-            subtitle: r(&self.subtitle),
-            facts: rs(&self.facts),
-            narrative: r(&self.narrative),
-            ..self.clone()
-        }
-    }
-}
-
-impl Redacted for TalkSummary {
-    fn redacted(&self) -> Self {
-        TalkSummary {
-            user_request: r(&self.user_request),
-            summary: r(&self.summary),
-            completed: r(&self.completed),
-            ..self.clone()
-        }
-    }
-}
-
-impl Redacted for SessionSummary {
-    fn redacted(&self) -> Self {
-        SessionSummary {
-            summary: r(&self.summary),
-            key_points: rs(&self.key_points),
-            ..self.clone()
-        }
-    }
-}
-
 /// The text a model writes into a row (checked against what it was shown).
 pub trait Prose {
     fn prose(&self) -> Vec<&str>;

@@ -151,6 +151,87 @@ impl Rows {
     }
 }
 
+/// A row with the redaction rules applied to its text: a model may echo what it was shown (or,
+/// with `[store] redact` off, what was stored), and nothing unredacted is written.
+pub trait Redacted {
+    fn redacted(&self) -> Self;
+}
+
+fn r(s: &str) -> String {
+    crate::redact::redact_text(s).0.into_owned()
+}
+
+fn rs(v: &[String]) -> Vec<String> {
+    v.iter().map(|s| r(s)).collect()
+}
+
+impl Redacted for Observation {
+    fn redacted(&self) -> Self {
+        Observation {
+            title: r(&self.title),
+            subtitle: r(&self.subtitle),
+            facts: rs(&self.facts),
+            narrative: r(&self.narrative),
+            ..self.clone()
+        }
+    }
+}
+
+impl Redacted for TalkSummary {
+    fn redacted(&self) -> Self {
+        TalkSummary {
+            user_request: r(&self.user_request),
+            summary: r(&self.summary),
+            completed: r(&self.completed),
+            ..self.clone()
+        }
+    }
+}
+
+impl Redacted for SessionSummary {
+    fn redacted(&self) -> Self {
+        SessionSummary {
+            summary: r(&self.summary),
+            key_points: rs(&self.key_points),
+            ..self.clone()
+        }
+    }
+}
+
+impl Redacted for Rows {
+    fn redacted(&self) -> Self {
+        fn each<T: Redacted + Clone>(row: &Stored<T>) -> Stored<T> {
+            Stored {
+                value: row.value.redacted(),
+                ..row.clone()
+            }
+        }
+        match self {
+            Rows::Observations(v) => Rows::Observations(v.iter().map(each).collect()),
+            Rows::Talk {
+                row,
+                raw_tokens,
+                summary_tokens,
+                ts,
+            } => Rows::Talk {
+                row: each(row),
+                raw_tokens: *raw_tokens,
+                summary_tokens: *summary_tokens,
+                ts: *ts,
+            },
+            Rows::Session {
+                row,
+                raw_tokens,
+                updated_at,
+            } => Rows::Session {
+                row: each(row),
+                raw_tokens: *raw_tokens,
+                updated_at: *updated_at,
+            },
+        }
+    }
+}
+
 fn list(v: &[String]) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
@@ -300,10 +381,11 @@ pub fn read(
     })
 }
 
-/// Puts `rows` in place of what session `pk` holds for their key (talk `prompt`; ignored for
-/// a session summary), each indexed for full-text search (the vector outbox's triggers queue
-/// its vectors). In the caller's transaction. Returns the rows written.
+/// Puts `rows`, redacted, in place of what session `pk` holds for their key (talk `prompt`;
+/// ignored for a session summary), each indexed for full-text search (the vector outbox's
+/// triggers queue its vectors). In the caller's transaction. Returns the rows written.
 pub fn replace(tx: &Connection, pk: i64, prompt: i64, rows: &Rows) -> rusqlite::Result<u64> {
+    let rows = &rows.redacted();
     let layer = rows.layer();
     match rows {
         Rows::Session { .. } => fts::unindex_layer_rows(tx, layer, "session_pk = ?1", &[pk])?,

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{Job, Output, enqueue, now_ms};
 use crate::compact::heuristic::estimate_tokens;
-use crate::compact::{NotNow, Redacted, Written};
+use crate::compact::{NotNow, Written};
 use crate::layer::Layer;
 use crate::store::compact::{self as rows, Rows, Stored};
 
@@ -73,7 +73,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             let rows = obs
                 .iter()
                 .map(|w| Stored {
-                    value: w.value.redacted(),
+                    value: w.value.clone(),
                     provenance: w.provenance.clone(),
                     created_at: now,
                 })
@@ -88,7 +88,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
             raw_tokens,
             ts,
         } => {
-            let t = w.value.redacted();
+            let t = w.value.clone();
             let summary_tokens = estimate_tokens(&t.user_request)
                 + estimate_tokens(&t.summary)
                 + estimate_tokens(&t.completed);
@@ -128,7 +128,7 @@ pub fn commit(conn: &mut Connection, job: &Job, out: &Output) -> rusqlite::Resul
                 .optional()?;
             let row = Rows::Session {
                 row: Stored {
-                    value: w.value.redacted(),
+                    value: w.value.clone(),
                     provenance: w.provenance.clone(),
                     created_at: created.unwrap_or(now),
                 },

@@ -1479,4 +1479,87 @@ mod tests {
         assert!(talks(&conn_b, "impostor").is_empty());
         assert_eq!(talks(&conn_b, "rewritten").len(), 1);
     }
+
+    /// Compact records a hostile or broken sender made: each counted and left out, nothing
+    /// of them stored, the rest of the payload applied.
+    #[test]
+    fn malformed_summaries_are_counted_and_left_out() {
+        use crate::compact::{Provenance, Rows, SessionSummary, Stored};
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::open(dir.path()).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (agent, session_id, source_path, host)
+             VALUES ('claude', 's', 'sync:x', ?1)",
+            [HOST],
+        )
+        .unwrap();
+        let by = |provider: &str| Provenance {
+            provider: provider.into(),
+            model: None,
+            prompt_version: "v1".into(),
+            tokens_input: 0,
+            tokens_output: 0,
+            confidence: 0.5,
+            fallback_reason: None,
+        };
+        let session = |provider: &str| Rows::Session {
+            row: Stored {
+                value: SessionSummary {
+                    summary: "planted".into(),
+                    key_points: vec![],
+                    files_involved: vec![],
+                    technologies: vec![],
+                    talks_covered: 1,
+                },
+                provenance: by(provider),
+                created_at: 0,
+            },
+            raw_tokens: 0,
+            updated_at: 0,
+        };
+        let record = |prompt_number: i64, rows: Rows| CompactRecord {
+            agent: "claude".into(),
+            session_id: "s".into(),
+            prompt_number,
+            rows,
+        };
+        let payload = Payload {
+            format: PAYLOAD_FORMAT,
+            compact: vec![
+                record(3, session("openai")),
+                record(-1, Rows::Observations(vec![])),
+                record(1, Rows::Observations(vec![])),
+                record(0, session("")),
+            ],
+            ..Payload::default()
+        };
+        let agents = AdapterRegistry::new().names();
+        let a = apply(&conn, HOST, payload, &agents, &opts()).unwrap();
+        assert_eq!((a.summaries, a.skipped), (0, 4));
+        let stored: i64 = conn
+            .query_row("SELECT COUNT(*) FROM session_summaries", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, 0);
+        // The same record made well is stored, with this machine's redaction rules applied
+        // to its text (a sender may hold a secret its own rules missed).
+        let secret = "ghp_5bZc5e6AImY7yYgTwmtr7YSRIFNNhnIMFAKE";
+        let mut well = record(0, session("openai"));
+        if let Rows::Session { row, .. } = &mut well.rows {
+            row.value.summary = format!("pushed with {secret}");
+        }
+        let payload = Payload {
+            format: PAYLOAD_FORMAT,
+            compact: vec![well],
+            ..Payload::default()
+        };
+        let a = apply(&conn, HOST, payload, &agents, &opts()).unwrap();
+        assert_eq!((a.summaries, a.skipped), (1, 0));
+        let summary: String = conn
+            .query_row("SELECT summary FROM session_summaries", [], |r| r.get(0))
+            .unwrap();
+        assert!(
+            summary.starts_with("pushed with") && !summary.contains(secret),
+            "{summary}"
+        );
+    }
 }
