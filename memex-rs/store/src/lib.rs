@@ -105,6 +105,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0018_sync_compact",
         include_str!("../../../migrations/0018_sync_compact.sql"),
     ),
+    (
+        "0019_team",
+        include_str!("../../../migrations/0019_team.sql"),
+    ),
 ];
 
 /// What `forgotten_files` knows a file by: a digest of its path (the path itself, which names

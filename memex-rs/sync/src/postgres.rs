@@ -75,7 +75,8 @@ impl Postgres {
         })
     }
 
-    fn err(&self, e: &tokio_postgres::Error) -> TargetError {
+    /// What a failed statement or connection means to the user ([`TargetError`]).
+    pub fn err(&self, e: &tokio_postgres::Error) -> TargetError {
         let detail = match e.as_db_error() {
             Some(db) => db.message().to_owned(),
             None => {
@@ -118,8 +119,9 @@ impl Postgres {
         }
     }
 
-    /// The connection, opened when there is none or the last one closed.
-    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, TargetError> {
+    /// The connection, opened when there is none or the last one closed (also the team
+    /// archive's, `memex-team`).
+    pub async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, TargetError> {
         let mut guard = self.client.lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             let (client, _) = self.connect(None).await?;
