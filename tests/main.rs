@@ -20,5 +20,6 @@ mod secrets;
 mod security;
 mod serve;
 mod sync;
+mod team;
 mod vectors;
 mod web;

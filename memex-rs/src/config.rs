@@ -30,6 +30,37 @@ pub struct Settings {
     pub vector: VectorSettings,
     pub inject: InjectSettings,
     pub sync: SyncSettings,
+    pub share: ShareSettings,
+}
+
+/// What this machine shares with a team (`memex share`): levels per project folder. A level
+/// set with `memex share` for the same folder wins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShareSettings {
+    /// `[[share.project]]` tables: `path`, `level` (hidden, summaries or full) and an optional
+    /// `name` (the project's name in the team; default: the folder's name).
+    pub project: Vec<ShareProject>,
+    /// Seconds between pushes to the team archive while `memex serve` runs.
+    pub interval_secs: u64,
+}
+
+impl Default for ShareSettings {
+    fn default() -> Self {
+        ShareSettings {
+            project: Vec::new(),
+            interval_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShareProject {
+    pub path: String,
+    pub level: String,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// Sync between one person's machines (`memex sync`), end-to-end encrypted. Off until a target
@@ -54,6 +85,22 @@ impl Default for SyncSettings {
             key_file: String::new(),
             interval_secs: 30,
         }
+    }
+}
+
+impl ShareSettings {
+    /// The config's rules, as the push reads them (checked when the settings were resolved).
+    pub fn rules(&self) -> Vec<memex_team::share::ConfigRule> {
+        self.project
+            .iter()
+            .filter_map(|p| {
+                Some(memex_team::share::ConfigRule {
+                    path: p.path.clone(),
+                    level: p.level.parse().ok()?,
+                    name: p.name.clone(),
+                })
+            })
+            .collect()
     }
 }
 
@@ -745,6 +792,9 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
     if !settings.sync.key_file.is_empty() {
         settings.sync.key_file = expand(&settings.sync.key_file, inputs.home, inputs.env);
     }
+    for p in settings.share.project.iter_mut() {
+        p.path = expand(&p.path, inputs.home, inputs.env);
+    }
     for p in settings.inject.exclude_projects.iter_mut() {
         *p = expand(p, inputs.home, inputs.env);
     }
@@ -816,6 +866,34 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     range("watch.debounce_ms", s.watch.debounce_ms, 0, 10_000)?;
     range("inject.log_days", s.inject.log_days, 0, 36_500)?;
     range("sync.interval_secs", s.sync.interval_secs, 5, 86_400)?;
+    range("share.interval_secs", s.share.interval_secs, 5, 86_400)?;
+    for p in &s.share.project {
+        if !p.path.starts_with('/') {
+            return bad(
+                "share.project.path",
+                format!(
+                    "must be an absolute folder (or start with ~/), got `{}`",
+                    p.path
+                ),
+            );
+        }
+        if p.level.parse::<memex_team::Level>().is_err() {
+            return bad(
+                "share.project.level",
+                format!(
+                    "must be one of {}, got `{}` (for {})",
+                    memex_team::LEVELS.join(", "),
+                    p.level,
+                    p.path
+                ),
+            );
+        }
+        if let Some(n) = &p.name
+            && let Err(e) = memex_team::check_project(n)
+        {
+            return bad("share.project.name", format!("{e} (for {})", p.path));
+        }
+    }
     if !s.sync.url.is_empty() && !SYNC_SCHEMES.iter().any(|p| s.sync.url.starts_with(p)) {
         return bad(
             "sync.url",

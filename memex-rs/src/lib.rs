@@ -34,5 +34,6 @@ pub mod owner;
 pub mod search;
 pub mod service;
 pub mod state;
+pub mod team;
 pub mod vector;
 pub mod watch;

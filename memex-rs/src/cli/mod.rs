@@ -12,6 +12,7 @@ mod serve;
 mod sessions;
 mod status;
 mod sync;
+mod team;
 
 pub use hooks::{is_hook_invocation, run_hook};
 
@@ -166,6 +167,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Your team's archive on PostgreSQL: create it, join it, hand out and revoke members'
+    /// tokens, give access to projects, purge a member.
+    Team {
+        #[command(subcommand)]
+        command: team::TeamCommand,
+    },
+    /// Choose what your team sees, per project or session: hidden (the default), summaries or
+    /// full; `memex share status` shows it, `memex share push` sends what is due.
+    Share(team::ShareArgs),
 }
 
 #[derive(Args, Debug)]
@@ -188,6 +198,13 @@ pub struct ImportArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub request: crate::search::SearchRequest,
+    /// local (this archive, the default), team (what your team shared with you) or all (both,
+    /// fused).
+    #[arg(long, default_value = "local", value_parser = ["local", "team", "all"])]
+    pub scope: String,
+    /// Only what this team member shared (with --scope team or all).
+    #[arg(long, value_name = "NAME")]
+    pub member: Option<String>,
     /// Print the answer as JSON (the HTTP API's shape).
     #[arg(long)]
     pub json: bool,
@@ -448,6 +465,8 @@ pub fn run(cli: Cli) -> Result<()> {
             Some(sync::SyncCommand::Key) => sync::show_words(&ctx),
         },
         Command::Hosts { json } => sync::status(&ctx, json, true),
+        Command::Team { command } => team::team(&ctx, command),
+        Command::Share(a) => team::share_cmd(&ctx, a),
         Command::Export(a) => export::export(&ctx, a),
         Command::Stats { json } => status::stats(&ctx, json),
         Command::Status { json } => status::status(&ctx, json),
@@ -464,6 +483,22 @@ fn check_agent(registry: &AdapterRegistry, agent: &Option<String>) -> Result<()>
             format!("use one of: {}", registry.names().join(", ")),
         ));
     }
+    Ok(())
+}
+
+/// Writes `text` to file `name` of the data folder (made private when missing), readable by
+/// its owner only.
+fn write_private(data_dir: &std::path::Path, name: &str, text: &str) -> Result<()> {
+    store::private_dir(data_dir).context("cannot make the data folder")?;
+    let path = data_dir.join(name);
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    let mut f = open
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    std::io::Write::write_all(&mut f, text.as_bytes())?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use crate::store;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     check_agent(&AdapterRegistry::new(), &a.request.agent)?;
-    let (request, json) = (a.request, a.json);
+    let (request, json, scope) = (a.request, a.json, a.scope);
     let params = request.clone().check(1000).map_err(|e| {
         let hint = match e.name {
             "limit" => "for example --limit 20",
@@ -23,6 +23,15 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         };
         user_error(format!("--{} {}", e.name, e.reason), hint)
     })?;
+    if scope != "local" {
+        return search_scoped(ctx, &request, &params, &scope, a.member.as_deref(), json);
+    }
+    if a.member.is_some() {
+        return Err(user_error(
+            "--member reads the team's archive",
+            "add --scope team or --scope all",
+        ));
+    }
     let mode = params.mode;
     // Meaning needs the model: the running service has it loaded, where this process would
     // load it for one query. Words alone are as quick here.
@@ -34,6 +43,86 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         Some(res) => res,
         None => serde_json::to_value(search_here(ctx, &params)?)?,
     };
+    print(&res, json)
+}
+
+/// `--scope team` (the team's archive) or `all` (this archive's answer and the team's, fused by
+/// their ranks with RRF).
+fn search_scoped(
+    ctx: &Ctx,
+    request: &search::SearchRequest,
+    params: &search::SearchParams,
+    scope: &str,
+    member: Option<&str>,
+    json: bool,
+) -> Result<()> {
+    if let Some(m) = member {
+        memex_team::check_name(m).map_err(|e| user_error(format!("--member: {e}"), ""))?;
+    }
+    let conn = reader(ctx)?;
+    // The query's vector, from this machine's model, when meaning is asked for.
+    let (rt, vectors) = vectors_for_reading(ctx, &conn, params.mode != search::Mode::Fts)?;
+    let model = crate::vector::stored_model(&conn)?.map(|m| m.0);
+    let embedded = match (&vectors.vectors, &model) {
+        (Some(v), Some(_)) => {
+            let _entered = rt.enter();
+            v.embedder
+                .embed_queries(std::slice::from_ref(&params.query))
+                .ok()
+                .and_then(|mut q| q.pop())
+        }
+        _ => None,
+    };
+    let query_vector = match (&model, &embedded) {
+        (Some(m), Some(v)) => Some((m.as_str(), v.as_slice())),
+        _ => None,
+    };
+    let (team_hits, team_notice) = super::team::search_team(ctx, params, member, query_vector)?;
+    let mut res = if scope == "team" {
+        serde_json::json!({
+            "mode": if query_vector.is_some() && params.mode != search::Mode::Fts { "hybrid" } else { "fts" },
+            "scope": "team",
+            "results": team_hits,
+        })
+    } else {
+        let mut local = match store::lock::serving_addr(&ctx.resolved.settings.data_dir())
+            .and_then(|addr| ask_service(ctx, &addr, request))
+        {
+            Some(v) => v,
+            None => serde_json::to_value(
+                search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), params)
+                    .map_err(explain_search_error)?,
+            )?,
+        };
+        let mut local_hits = local["results"]
+            .as_array_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        for h in &mut local_hits {
+            h["scope"] = "local".into();
+        }
+        // Rank fusion of the two answers: each keeps its order; a hit's score is its RRF.
+        let mut all: Vec<(f64, serde_json::Value)> = Vec::new();
+        for list in [local_hits, team_hits] {
+            for (rank, mut h) in list.into_iter().enumerate() {
+                let score = 1.0 / (search::RRF_K + rank as f64 + 1.0);
+                h["score"] = score.into();
+                all.push((score, h));
+            }
+        }
+        all.sort_by(|a, b| b.0.total_cmp(&a.0));
+        all.truncate(params.limit);
+        local["scope"] = "all".into();
+        local["results"] = all.into_iter().map(|(_, h)| h).collect();
+        local
+    };
+    if let Some(n) = team_notice {
+        let joined = match res["notice"].as_str() {
+            Some(old) => format!("{old}; team: {n}"),
+            None => format!("team: {n}"),
+        };
+        res["notice"] = joined.into();
+    }
     print(&res, json)
 }
 
@@ -49,7 +138,12 @@ fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::Searc
                   made without the service"
     )]
     std::mem::forget((rt, vectors));
-    found.map_err(|e| match e {
+    found.map_err(explain_search_error)
+}
+
+/// A search's error as the user reads it, with what to do.
+fn explain_search_error(e: search::SearchError) -> anyhow::Error {
+    match e {
         search::SearchError::NoVectors(_) => user_error(
             e.to_string(),
             "`memex status` shows the vector layer; --mode fts searches without it",
@@ -59,7 +153,7 @@ fn search_here(ctx: &Ctx, params: &search::SearchParams) -> Result<search::Searc
             "keep the words that matter; a \"quoted phrase\" counts as one",
         ),
         other => other.into(),
-    })
+    }
 }
 
 /// The same search asked of the service that serves this data directory (`GET /api/search`;
@@ -144,6 +238,9 @@ fn print(res: &serde_json::Value, json: bool) -> Result<()> {
                 .unwrap_or_default(),
             text(h, "snippet")
         )?;
+        if let Some(m) = h["member"].as_str() {
+            writeln!(out, "    shared by {m} with the team")?;
+        }
         let terms: Vec<&str> = h["terms"]
             .as_array()
             .into_iter()

@@ -84,17 +84,7 @@ pub(super) fn configured_url(ctx: &Ctx) -> Result<Option<String>> {
 
 /// Records the target in the data folder, readable by its owner only.
 fn record_url(data_dir: &Path, url: &str) -> Result<()> {
-    crate::store::private_dir(data_dir).context("cannot make the data folder")?;
-    let path = data_dir.join(TARGET_FILE);
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-    let mut f = open
-        .open(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    std::io::Write::write_all(&mut f, format!("{url}\n").as_bytes())?;
-    Ok(())
+    super::write_private(data_dir, TARGET_FILE, &format!("{url}\n"))
 }
 
 fn target_of(url: &str) -> Result<AnyTarget> {

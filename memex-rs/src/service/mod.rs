@@ -15,6 +15,7 @@
 mod champions;
 mod ingester;
 pub mod sync;
+mod team;
 pub mod tracker;
 
 use std::net::SocketAddr;
@@ -275,6 +276,9 @@ pub async fn run(
         None => (None, None),
     };
 
+    // The push to the team archive, when this machine joined a team.
+    let team_thread = team::spawn(data_dir.clone(), Arc::new(s.clone()), shutdown_rx.clone());
+
     // One set of reader slots for both listeners: they read the same archive on the same cores.
     let readers = Arc::new(tokio::sync::Semaphore::new(crate::api::reader_slots()));
     let hook_readers = Arc::new(tokio::sync::Semaphore::new(2));
@@ -366,6 +370,9 @@ pub async fn run(
         }
         if let Some(t) = sync_task {
             let _ = t.await;
+        }
+        if let Some(t) = team_thread {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
         for server in servers {
             let _ = server.await;

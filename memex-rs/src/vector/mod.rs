@@ -422,6 +422,60 @@ impl VectorStore {
         Ok(out)
     }
 
+    /// The stored vectors of rows `refs` of table `t`, each row's chunks in order (rows not
+    /// embedded yet are absent): what a team share sends with its rows.
+    pub async fn vectors_of(
+        &self,
+        t: Layer,
+        refs: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<Vec<f32>>>, VectorError> {
+        let mut out: std::collections::HashMap<i64, Vec<(i32, Vec<f32>)>> =
+            std::collections::HashMap::new();
+        let Some(table) = self.table(t).await? else {
+            return Ok(std::collections::HashMap::new());
+        };
+        for part in refs.chunks(500) {
+            let list: Vec<String> = part.iter().map(i64::to_string).collect();
+            let batches: Vec<RecordBatch> = table
+                .query()
+                .only_if(format!("ref_id IN ({})", list.join(", ")))
+                .select(Select::columns(&["ref_id", "chunk", "vector"]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            for b in &batches {
+                let (Some(ids), Some(chunks), Some(vectors)) = (
+                    b.column_by_name("ref_id")
+                        .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
+                    b.column_by_name("chunk")
+                        .and_then(|c| c.as_any().downcast_ref::<Int32Array>()),
+                    b.column_by_name("vector")
+                        .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>()),
+                ) else {
+                    continue;
+                };
+                for i in 0..b.num_rows() {
+                    let v = vectors.value(i);
+                    let Some(v) = v.as_any().downcast_ref::<Float32Array>() else {
+                        continue;
+                    };
+                    out.entry(ids.value(i))
+                        .or_default()
+                        .push((chunks.value(i), v.values().to_vec()));
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|(id, mut chunks)| {
+                chunks.sort_by_key(|c| c.0);
+                chunks.dedup_by_key(|c| c.0);
+                (id, chunks.into_iter().map(|c| c.1).collect())
+            })
+            .collect())
+    }
+
     pub async fn count(&self, t: Layer) -> Result<usize, VectorError> {
         Ok(match self.table(t).await? {
             Some(table) => table.count_rows(None).await?,
