@@ -72,3 +72,14 @@ BEGIN
     SET raw_through = MIN(raw_through, (SELECT COALESCE(MAX(id), 0) FROM messages))
     WHERE session_pk = OLD.session_pk;
 END;
+
+-- Rows the team archive holds without their vectors, because this machine had not made them
+-- yet when they were sent: each push sends the vectors made since, and forgets a row once the
+-- indexer has passed it without making one (`[vector] raw` leaves tool output out).
+CREATE TABLE team_vectors_due (
+    layer      INTEGER NOT NULL,           -- 0 raw, 1 observations, 2 talks, 3 sessions
+    ref        INTEGER NOT NULL,           -- the row's id in its table
+    session_pk INTEGER NOT NULL,
+    item       TEXT NOT NULL,              -- its key in the team archive
+    PRIMARY KEY (layer, ref)
+) WITHOUT ROWID;

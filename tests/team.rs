@@ -323,3 +323,658 @@ fn a_running_service_shares_new_work_on_its_own() {
     );
     wait("platypuskey");
 }
+
+/// The team's side through every surface of a member's service: HTTP (`scope`, `member`), the
+/// web page's scope switch and member badge, MCP's `search_history`; what they refuse, and a
+/// revoked token failing at once.
+#[test]
+fn every_surface_searches_the_team_and_refuses_what_it_should() {
+    let pg = PgServer::start_vector();
+    let url = pg.url();
+    let alice = Home::empty();
+    let bob = Home::empty();
+    let loner = Home::empty();
+    payments_session(&alice, "9e9e9e9e-1111-4222-8333-444444444444");
+    bob.write_claude(
+        "/home/bob/infra",
+        "6b6b6b6b-1111-4222-8333-444444444444",
+        &[claude_prompt(
+            "6b6b6b6b-1111-4222-8333-444444444444",
+            "b1",
+            "/home/bob/infra",
+            "the payment webhook times out behind the proxy",
+        )],
+    );
+    ok(&alice, &["import"]);
+    ok(&bob, &["import"]);
+    ok(&alice, &["team", "create", &url, "--name", "alice"]);
+    let t: Value = serde_json::from_str(&ok(
+        &alice,
+        &[
+            "team",
+            "token",
+            "add",
+            "bob",
+            "--project",
+            "payments",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let bob_token = t["token"].as_str().unwrap().to_owned();
+    let out = with_stdin(&bob, &["team", "join", &url, "--token", "-"], &bob_token);
+    assert!(out.status.success(), "{out:?}");
+    ok(&alice, &["share", "/work/payments", "--level", "full"]);
+    ok(&alice, &["share", "push"]);
+
+    let server = bob.serve(&[]);
+    // HTTP.
+    let v = server.ok("/api/search?q=quokkaledger&scope=team");
+    assert_eq!(v["scope"], "team");
+    let hits = v["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{v}");
+    assert_eq!(hits[0]["member"], "alice");
+    let v = server.ok("/api/search?q=webhook&scope=all&mode=fts&limit=50");
+    let scopes: std::collections::BTreeSet<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["scope"].as_str())
+        .collect();
+    assert_eq!(scopes, ["local", "team"].into(), "{v}");
+    let v = server.ok("/api/search?q=webhook&scope=team&member=bob");
+    assert!(
+        v["results"].as_array().unwrap().is_empty(),
+        "bob shared nothing"
+    );
+    for (query, named) in [
+        ("q=webhook&scope=everyone", "`scope`"),
+        ("q=webhook&member=alice", "`member`"),
+        ("q=webhook&scope=team&member=al%0Aice", "`member`"),
+    ] {
+        let (status, v) = server.get(&format!("/api/search?{query}"));
+        assert_eq!(status, 400, "{query}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(named),
+            "{query}: {v}"
+        );
+    }
+    // The web page: the switch, and who shared each hit.
+    let page = server
+        .client()
+        .get(server.url("/?q=quokkaledger&scope=team"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        page.contains("name=\"scope\"") && page.contains("shared by alice"),
+        "{page}"
+    );
+
+    // MCP, as an agent asks.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let home = bob.path().to_owned();
+    rt.block_on(async {
+        use rmcp::ServiceExt;
+        use rmcp::model::CallToolRequestParams;
+        use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+        let transport = TokioChildProcess::new(
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_memex")).configure(|cmd| {
+                cmd.arg("mcp")
+                    .env_clear()
+                    .env("HOME", &home)
+                    .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+            }),
+        )
+        .unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let call = |args: Value| {
+            let client = &client;
+            async move {
+                match client
+                    .call_tool(
+                        CallToolRequestParams::new("search_history")
+                            .with_arguments(args.as_object().cloned().unwrap()),
+                    )
+                    .await
+                {
+                    Ok(res) => {
+                        let text = res.content[0].as_text().unwrap().text.clone();
+                        (res.is_error == Some(true), text)
+                    }
+                    Err(e) => (true, e.to_string()),
+                }
+            }
+        };
+        let (err, text) = call(json!({"query": "quokkaledger", "scope": "team"})).await;
+        assert!(!err, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["results"][0]["member"], "alice", "{v}");
+        let (err, text) = call(json!({"query": "webhook", "scope": "nobody"})).await;
+        assert!(err && text.contains("scope"), "{text}");
+        client.cancel().await.unwrap();
+    });
+
+    // Revoked: the very next search is refused, and the answer holds no token.
+    ok(&alice, &["team", "token", "revoke", "bob"]);
+    let (status, v) = server.get("/api/search?q=quokkaledger&scope=team");
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["error"]["code"], "team_unavailable");
+    assert!(!v.to_string().contains(&bob_token[4..]));
+    // At scope all, the local answer stands and says why the team's is missing.
+    let v = server.ok("/api/search?q=webhook&scope=all&mode=fts");
+    assert!(v["notice"].as_str().unwrap().contains("not valid"), "{v}");
+    assert!(!v["results"].as_array().unwrap().is_empty());
+    drop(server);
+
+    // A machine in no team is told so.
+    let server = loner.serve(&[]);
+    let (status, v) = server.get("/api/search?q=webhook&scope=team");
+    assert_eq!(status, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("no team"),
+        "{v}"
+    );
+}
+
+/// `memex serve --team URL` on a free port of 127.0.0.1, until dropped; its stderr is kept.
+struct TeamServer {
+    child: std::process::Child,
+    addr: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl TeamServer {
+    fn start(h: &Home, url: &str) -> TeamServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = h
+            .command(&["serve", "--team", url, "--bind", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (l, mut err) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                l.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let start = Instant::now();
+        while reqwest::blocking::get(format!("http://{addr}/api/health")).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the team server did not start: {}",
+                log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TeamServer { child, addr, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// GET with a token (or none): status and JSON.
+    fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        let mut r = reqwest::blocking::Client::new().get(self.url(path));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let res = r.send().unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+}
+
+impl Drop for TeamServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The team server for members without an archive: each token sees its projects only, through
+/// HTTP, MCP over Streamable HTTP and the web pages; the local API's guards, and the team
+/// server's own (no token in a URL, guessing slowed, refusals logged without the token).
+#[test]
+fn the_team_server_shows_each_member_only_their_projects() {
+    let pg = PgServer::start_vector();
+    let url = pg.url();
+    let alice = Home::empty();
+    payments_session(&alice, "1f1f1f1f-1111-4222-8333-444444444444");
+    let ops = "2e2e2e2e-1111-4222-8333-444444444444";
+    alice.write_claude(
+        "/work/ops",
+        ops,
+        &[
+            claude_prompt(
+                ops,
+                "o1",
+                "/work/ops",
+                "rotate the narwhalvault credentials",
+            ),
+            claude_answer(
+                ops,
+                "o2",
+                "/work/ops",
+                "Rotated; narwhalvault is on the new keys.",
+            ),
+        ],
+    );
+    ok(&alice, &["import"]);
+    ok(&alice, &["team", "create", &url, "--name", "alice"]);
+    ok(&alice, &["share", "/work/payments", "--level", "full"]);
+    ok(&alice, &["share", "/work/ops", "--level", "full"]);
+    ok(&alice, &["share", "push"]);
+    let token = |name: &str, project: Option<&str>| -> String {
+        let mut args = vec!["team", "token", "add", name, "--json"];
+        if let Some(p) = project {
+            args.extend(["--project", p]);
+        }
+        let t: Value = serde_json::from_str(&ok(&alice, &args)).unwrap();
+        t["token"].as_str().unwrap().to_owned()
+    };
+    let bob = token("bob", Some("payments"));
+    let carol = token("carol", None);
+
+    let server = TeamServer::start(&Home::empty(), &url);
+    // Bob reads payments, and nothing of ops: not in search, lists, counts or by its id.
+    let (s, v) = server.get("/api/search?q=quokkaledger", Some(&bob));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    assert_eq!(v["results"][0]["member"], "alice");
+    for q in ["narwhalvault", "rotate", "credentials"] {
+        let (_, v) = server.get(&format!("/api/search?q={q}&level=all"), Some(&bob));
+        assert!(v["results"].as_array().unwrap().is_empty(), "{q}: {v}");
+    }
+    let (_, v) = server.get("/api/projects", Some(&bob));
+    assert_eq!(v["projects"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["projects"][0]["project"], "payments");
+    let (_, v) = server.get("/api/sessions?limit=100", Some(&bob));
+    assert!(
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["project"] == "payments")
+    );
+    let (s, ops_answer) = server.get(&format!("/api/sessions/{ops}"), Some(&bob));
+    let (s2, none_answer) = server.get(
+        "/api/sessions/3d3d3d3d-0000-4000-8000-000000000000",
+        Some(&bob),
+    );
+    assert_eq!((s, s2), (404, 404));
+    assert_eq!(
+        ops_answer["error"]["code"], none_answer["error"]["code"],
+        "a session one may not read looks like one that does not exist"
+    );
+    let (s, v) = server.get("/api/sessions?project=ops", Some(&bob));
+    assert_eq!(s, 200);
+    assert!(v["sessions"].as_array().unwrap().is_empty());
+    // Carol belongs to no project: nothing at all.
+    let (_, v) = server.get("/api/search?q=webhook&level=all", Some(&carol));
+    assert!(v["results"].as_array().unwrap().is_empty(), "{v}");
+
+    // MCP over Streamable HTTP, with the official Python SDK's client.
+    let mcp = |token: &str, query: &str| -> Value {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/clients/mcp_http_client.py");
+        let out = std::process::Command::new(crate::common::python_with_mcp())
+            .arg(script)
+            .arg(server.url("/mcp"))
+            .arg(token)
+            .arg(query)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let r = mcp(&bob, "webhook");
+    assert_eq!(r["server"], "memex-team");
+    assert_eq!(
+        r["tools"],
+        json!(["get_session", "list_projects", "search_history"])
+    );
+    assert!(!r["hits"].as_array().unwrap().is_empty());
+    assert!(
+        r["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["project"] == "payments")
+    );
+    assert_eq!(r["projects"], json!(["payments"]));
+    assert!(r["bad_call"].as_str().unwrap().contains("level"), "{r}");
+    assert!(
+        r["guessed"].as_str().unwrap().contains("no shared session"),
+        "{r}"
+    );
+    let r = mcp(&bob, "narwhalvault");
+    assert!(r["hits"].as_array().unwrap().is_empty(), "{r}");
+
+    // The web pages: sign in with the token, search, see who shared what.
+    let web = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let res = web.get(server.url("/?q=webhook")).send().unwrap();
+    assert_eq!(
+        res.status().as_u16(),
+        303,
+        "signed out: to the sign-in page"
+    );
+    let res = web
+        .post(server.url("/login"))
+        .json(&json!({"token": bob}))
+        .send()
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 204);
+    let cookie = res.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let signed_in = |path: &str| {
+        web.get(server.url(path))
+            .header("Cookie", &session)
+            .send()
+            .unwrap()
+    };
+    let page = signed_in("/?q=quokkaledger").text().unwrap();
+    assert!(page.contains("<td class=\"member\">alice</td>"), "{page}");
+    let page = signed_in("/?q=narwhalvault").text().unwrap();
+    assert!(page.contains("Nothing found in your projects"), "{page}");
+
+    // Hostile callers. A token in the URL, wherever: refused, before anything else.
+    for path in [
+        format!("/api/search?q=webhook&token={bob}"),
+        format!("/api/search?q={bob}"),
+        format!("/?access_token={bob}"),
+    ] {
+        let (s, v) = server.get(&path, None);
+        assert_eq!(s, 400, "{path}: {v}");
+        assert_eq!(v["error"]["code"], "token_in_url");
+    }
+    // Another name (DNS rebinding), another site, a body that is not JSON.
+    let c = reqwest::blocking::Client::new();
+    let res = c
+        .get(server.url("/api/search?q=webhook"))
+        .bearer_auth(&bob)
+        .header("Host", "evil.example")
+        .send()
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 421);
+    let res = c
+        .post(server.url("/mcp"))
+        .bearer_auth(&bob)
+        .header("Origin", "https://evil.example")
+        .header("Content-Type", "application/json")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    let res = c
+        .post(server.url("/mcp"))
+        .bearer_auth(&bob)
+        .header("Content-Type", "text/plain")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 415);
+    // A body over the limit is refused by its declared length, before it is read.
+    let mut conn = std::net::TcpStream::connect(&server.addr).unwrap();
+    write!(
+        conn,
+        "POST /login HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        64 << 20
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut answer).ok();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // The local API's bad input, here: each named.
+    for (path, named) in [
+        ("/api/search?q=x&limit=ten", "limit"),
+        ("/api/search?q=x&level=paragraphs", "level"),
+        ("/api/search?q=x&scope=local", "scope"),
+        ("/api/search?q=x&host=laptop", "host"),
+        ("/api/search?q=x&since=soon", "since"),
+        ("/api/search?q=x&member=a%0Ab", "member"),
+        ("/api/search", "q"),
+        ("/api/sessions?limit=0", "limit"),
+        ("/api/sessions?agent=nobody", "agent"),
+    ] {
+        let (s, v) = server.get(path, Some(&bob));
+        assert_eq!(s, 400, "{path}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(named),
+            "{path}: {v}"
+        );
+    }
+    let long = "x".repeat(3000);
+    let (s, _) = server.get(&format!("/api/search?q={long}"), Some(&bob));
+    assert_eq!(s, 400);
+    let (s, _) = server.get(&format!("/api/sessions/{}", "y".repeat(300)), Some(&bob));
+    assert_eq!(s, 400);
+
+    // No token, a malformed one, an unknown one: 401; a revoked one at once.
+    let (s, _) = server.get("/api/search?q=webhook", None);
+    assert_eq!(s, 401);
+    let (s, _) = server.get("/api/search?q=webhook", Some("mxt_short"));
+    assert_eq!(s, 401);
+    ok(&alice, &["team", "token", "revoke", "bob"]);
+    let (s, _) = server.get("/api/search?q=webhook", Some(&bob));
+    assert_eq!(s, 401, "revoked: refused at once");
+    let page = signed_in("/?q=webhook");
+    assert_eq!(
+        page.status().as_u16(),
+        303,
+        "the browser's sign-in ends with its token"
+    );
+
+    // Guessing is slowed, then refused outright; carol's own address is the same, so she waits
+    // too (the lockout is per address).
+    let guesses: Vec<_> = (0..12)
+        .map(|_| {
+            let url = server.url("/api/projects");
+            std::thread::spawn(move || {
+                let t = format!("mxt_{}", "0".repeat(64));
+                let start = Instant::now();
+                let s = reqwest::blocking::Client::new()
+                    .get(url)
+                    .bearer_auth(t)
+                    .send()
+                    .unwrap()
+                    .status()
+                    .as_u16();
+                (s, start.elapsed())
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, Duration)> = guesses.into_iter().map(|g| g.join().unwrap()).collect();
+    assert!(
+        answers.iter().all(|(s, _)| *s == 401 || *s == 429),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .filter(|(s, _)| *s == 401)
+            .all(|(_, t)| *t >= Duration::from_millis(100)),
+        "each refused token costs a wait: {answers:?}"
+    );
+    let (s, v) = server.get("/api/projects", Some(&carol));
+    assert_eq!(s, 429, "{v}");
+    // Every refusal is in the log, never a token.
+    let log = server.log.lock().unwrap().clone();
+    assert!(log.matches("team server: refused").count() >= 12, "{log}");
+    for t in [&bob, &carol] {
+        assert!(!log.contains(&t[4..]), "a token in the log");
+    }
+}
+
+/// Smart injection looks in the team archive when the user turns it on: a member's prompt gets
+/// what a colleague's agent learned, in a block of its own that says who shared it (real
+/// embedding model on both machines; the colleague's vectors travel with their rows).
+#[test]
+fn smart_injection_brings_the_teams_memory_and_says_whose_it_is() {
+    let pg = PgServer::start_vector();
+    let url = pg.url();
+    let model = crate::common::model_dir();
+    let model = model.to_str().unwrap();
+    let alice = Home::empty();
+    let bob = Home::empty();
+    payments_session(&alice, "4a4a4a4a-1111-4222-8333-444444444444");
+    bob.write_claude(
+        "/home/bob/infra",
+        "6b6b6b6b-1111-4222-8333-444444444444",
+        &[claude_prompt(
+            "6b6b6b6b-1111-4222-8333-444444444444",
+            "b1",
+            "/home/bob/infra",
+            "resize the grafana dashboards for the new monitors",
+        )],
+    );
+    ok(&alice, &["import"]);
+    ok(&alice, &["compact", "trigger"]);
+    ok(&alice, &["team", "create", &url, "--name", "alice"]);
+    let t: Value = serde_json::from_str(&ok(
+        &alice,
+        &[
+            "team",
+            "token",
+            "add",
+            "bob",
+            "--project",
+            "payments",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let out = with_stdin(
+        &bob,
+        &["team", "join", &url, "--token", "-"],
+        t["token"].as_str().unwrap(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    ok(&alice, &["share", "/work/payments", "--level", "full"]);
+
+    // Alice's service embeds her rows and sends them with their vectors.
+    let a = alice.serve(&[("MEMEX_MODEL_DIR", model)]);
+    let (client, conn) = {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (c, conn) = rt
+            .block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls))
+            .unwrap();
+        ((c, rt), conn)
+    };
+    let (c, rt) = client;
+    rt.spawn(conn);
+    a.wait_for(
+        180,
+        "alice's talk summaries in the team archive with their vectors",
+        |_| {
+            let n: i64 = rt
+            .block_on(c.query_one(
+                "SELECT count(*) FROM memex_team_vectors v JOIN memex_team_items i ON i.id = v.item
+                 WHERE i.layer = 2",
+                &[],
+            ))
+            .map(|r| r.get(0))
+            .unwrap_or(0);
+            (n > 0).then_some(())
+        },
+    );
+
+    let b = bob.serve(&[
+        ("MEMEX_MODEL_DIR", model),
+        ("MEMEX_INJECT_ENABLED", "true"),
+        ("MEMEX_INJECT_TEAM", "true"),
+        ("MEMEX_INJECT_TEAM_THRESHOLD", "0.05"),
+    ]);
+    let ask = |prompt: &str| -> Value {
+        let res = b
+            .client()
+            .post(b.url("/api/inject"))
+            .json(
+                &json!({"mode": "smart", "cwd": "/home/bob/infra", "prompt": prompt,
+                          "session_id": "7d7d7d7d-1111-4222-8333-444444444444"}),
+            )
+            .send()
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        res.json().unwrap()
+    };
+    let v = ask("the payment webhook retries are flaky again; how did we fix the retry backoff?");
+    let team: Vec<&Value> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["member"] == "alice")
+        .collect();
+    assert!(!team.is_empty(), "{v}");
+    assert!(team.iter().all(|i| i["project"] == "payments"));
+    let context = v["context"].as_str().unwrap();
+    assert!(
+        context.contains("what your team shared") && context.contains("shared by alice"),
+        "{context}"
+    );
+    drop(b);
+
+    // Off (the default): the same prompt gets nothing of the team's.
+    let b = bob.serve(&[("MEMEX_MODEL_DIR", model), ("MEMEX_INJECT_ENABLED", "true")]);
+    let res: Value = b
+        .client()
+        .post(b.url("/api/inject"))
+        .json(&json!({"mode": "smart", "cwd": "/home/bob/infra",
+                      "prompt": "the payment webhook retries are flaky again; how did we fix the retry backoff?",
+                      "session_id": "7e7e7e7e-1111-4222-8333-444444444444"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        res["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["member"].is_null()),
+        "{res}"
+    );
+    drop(a);
+}

@@ -155,6 +155,12 @@ pub struct InjectSettings {
     pub timeout_ms: u64,
     /// Days the injection log keeps each hook call (0: forever).
     pub log_days: u64,
+    /// Smart mode also looks in the team archive this machine joined (`memex team join`).
+    pub team: bool,
+    /// Smart mode keeps a team item whose confidence is at least this.
+    pub team_threshold: f64,
+    /// Smart mode: at most this many team items per prompt (within `max_tokens`).
+    pub team_max_results: usize,
 }
 
 impl Default for InjectSettings {
@@ -173,6 +179,9 @@ impl Default for InjectSettings {
             record_prompts: false,
             timeout_ms: 1000,
             log_days: 90,
+            team: false,
+            team_threshold: 0.7,
+            team_max_results: 2,
         }
     }
 }
@@ -1086,6 +1095,13 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
         );
     }
     range("inject.max_results", i.max_results as u64, 1, 50)?;
+    if !(0.0..=1.0).contains(&i.team_threshold) {
+        return bad(
+            "inject.team_threshold",
+            format!("accepts 0.0 to 1.0, got {}", i.team_threshold),
+        );
+    }
+    range("inject.team_max_results", i.team_max_results as u64, 1, 20)?;
     range("inject.max_tokens", i.max_tokens as u64, 100, 20_000)?;
     range(
         "inject.full_max_sessions",

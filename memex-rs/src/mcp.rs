@@ -130,6 +130,8 @@ pub struct RecentArgs {
 pub struct MemexMcp {
     pool: ReadPool,
     vectors: std::sync::Arc<crate::vector::ForSearch>,
+    /// The team this machine joined, for `scope` team and all.
+    team: Option<std::sync::Arc<crate::team::Joined>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -164,8 +166,15 @@ impl MemexMcp {
         MemexMcp {
             pool,
             vectors: std::sync::Arc::new(vectors),
+            team: None,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// Searches at scope team and all read this team's archive.
+    pub fn with_team(mut self, team: Option<crate::team::Joined>) -> MemexMcp {
+        self.team = team.map(std::sync::Arc::new);
+        self
     }
 
     /// Runs a read on the blocking pool.
@@ -184,7 +193,7 @@ impl MemexMcp {
 #[tool_router]
 impl MemexMcp {
     #[tool(
-        description = "Search past AI coding-agent conversations on this machine (Claude Code, Codex CLI, Gemini CLI, Cursor, Copilot CLI, OpenCode and every other agent Memex archives). A natural-language question works: its significant words are searched, rows with all of them first, then rows with some (`terms` names the words each has), plus meaning. Returns matches with session id, prompt number, snippet, score, level; `notice` says when filters (agent, project, time) hid matches or match no session. Use get_session to read one."
+        description = "Search past AI coding-agent conversations on this machine (Claude Code, Codex CLI, Gemini CLI, Cursor, Copilot CLI, OpenCode and every other agent Memex archives). A natural-language question works: its significant words are searched, rows with all of them first, then rows with some (`terms` names the words each has), plus meaning. Returns matches with session id, prompt number, snippet, score, level; `notice` says when filters (agent, project, time) hid matches or match no session. Use get_session to read one. scope=team searches what the user's team shared (each hit names its `member`), scope=all both."
     )]
     async fn search_history(
         &self,
@@ -194,6 +203,25 @@ impl MemexMcp {
             return Err(bad("`query` must not be empty"));
         }
         let params = a.check(100).map_err(|e| bad(e.to_string()))?;
+        if params.reach != search::Reach::Local {
+            use crate::team::ScopedError;
+            let res = crate::team::scoped_search(
+                self.pool.clone(),
+                self.vectors.clone(),
+                self.team.clone(),
+                params,
+            )
+            .await
+            .map_err(|e| match e {
+                ScopedError::NoTeam
+                | ScopedError::Team(_)
+                | ScopedError::Local(
+                    search::SearchError::TooManyTerms(_) | search::SearchError::NoVectors(_),
+                ) => bad(e.to_string()),
+                other => internal(other),
+            })?;
+            return ok(res);
+        }
         let (vectors, rt) = (self.vectors.clone(), tokio::runtime::Handle::current());
         let res = self
             .read(move |c| {

@@ -35,7 +35,15 @@ pub trait Accept: Send + 'static {
     fn accept(&mut self) -> impl Future<Output = std::io::Result<Self::Io>> + Send;
     /// Whether the connection may be served (the socket: its peer is the owner).
     fn admit(&self, io: &Self::Io) -> bool;
+    /// The address of the connection's peer, where it has one: handlers find it as [`Peer`].
+    fn peer(&self, _io: &Self::Io) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
+
+/// The address a request came from (TCP only), in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
 
 impl Accept for tokio::net::TcpListener {
     type Io = tokio::net::TcpStream;
@@ -48,6 +56,10 @@ impl Accept for tokio::net::TcpListener {
 
     fn admit(&self, _: &Self::Io) -> bool {
         true
+    }
+
+    fn peer(&self, io: &Self::Io) -> Option<std::net::SocketAddr> {
+        io.peer_addr().ok()
     }
 }
 
@@ -118,7 +130,10 @@ pub async fn serve(
             );
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        let service = TowerToHyperService::new(match listener.peer(&io) {
+            Some(p) => app.clone().layer(axum::Extension(Peer(p))),
+            None => app.clone(),
+        });
         let mut stop = shutdown.clone();
         conns.spawn(async move {
             let _slot = slot;

@@ -11,6 +11,8 @@ pub mod listen;
 mod rewrite;
 pub mod signin;
 mod sync;
+pub mod team;
+pub mod team_mcp;
 mod web;
 
 pub use web::MAX_LIVE_STREAMS;
@@ -67,6 +69,8 @@ pub struct ApiState {
     /// The service's sync with the user's other machines (absent: this machine does not
     /// sync).
     pub sync: Option<crate::state::SyncHandle>,
+    /// The team this machine joined (absent: searches at scope team or all are refused).
+    pub team: Option<Arc<crate::team::Joined>>,
 }
 
 /// How many reads may run at once: two per core, so one waiting on I/O does not idle a core.
@@ -151,7 +155,7 @@ pub fn router(st: ApiState) -> Router {
 async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response {
     let policy = &st.policy;
     if policy.channel == guard::Channel::Socket {
-        return match body_within_limits(&st, req).await {
+        return match body_within_limits(st.settings.api.max_body_bytes, req).await {
             Ok(req) => json_errors(next.run(req).await).await,
             Err(e) => e.into_response(),
         };
@@ -170,7 +174,7 @@ async fn guard(State(st): State<ApiState>, req: Request, next: Next) -> Response
     }
     let page = req.method() == axum::http::Method::GET && !req.uri().path().starts_with("/api");
     let res = match admit(&st, &req) {
-        Ok(()) => match body_within_limits(&st, req).await {
+        Ok(()) => match body_within_limits(st.settings.api.max_body_bytes, req).await {
             Ok(req) => json_errors(next.run(req).await).await,
             Err(e) => e.into_response(),
         },
@@ -219,9 +223,8 @@ pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 
 /// The request with its body read, within `[api] max_body_bytes` and [`BODY_TIMEOUT`], so a
 /// caller that sends its body slowly (or never) holds no handler.
-async fn body_within_limits(st: &ApiState, req: Request) -> Result<Request, ApiError> {
+async fn body_within_limits(max: usize, req: Request) -> Result<Request, ApiError> {
     guard::check_content_type(req.method(), req.headers())?;
-    let max = st.settings.api.max_body_bytes;
     let too_large = || ApiError {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         code: "payload_too_large",
@@ -573,6 +576,9 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
         ));
     }
     let params = request.check(1000).map_err(bad)?;
+    if params.reach != search::Reach::Local {
+        return scoped(&st, params).await.map(Json);
+    }
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(&st, move |c| {
         search::search(c, &search::Semantic::of(&vectors, &rt), &params).map_err(|e| match e {
@@ -586,6 +592,31 @@ async fn search_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Ap
     serde_json::to_value(res)
         .map(Json)
         .map_err(ApiError::internal)
+}
+
+/// A search at scope team or all ([`crate::team::scoped_search`]), its failures as answers.
+async fn scoped(st: &ApiState, params: search::SearchParams) -> Result<Value, ApiError> {
+    use crate::team::ScopedError;
+    let _slot = st.readers.acquire().await.map_err(ApiError::internal)?;
+    crate::team::scoped_search(st.pool.clone(), st.vectors.clone(), st.team.clone(), params)
+        .await
+        .map_err(|e| match e {
+            ScopedError::NoTeam => ApiError::bad_parameter(e.to_string()),
+            ScopedError::Local(
+                search::SearchError::Limit(_)
+                | search::SearchError::TooManyTerms(_)
+                | search::SearchError::NoVectors(_),
+            ) => ApiError::bad_parameter(e.to_string()),
+            ScopedError::Team(t) => {
+                tracing::warn!(error = %t, "the team archive could not be searched");
+                ApiError {
+                    status: StatusCode::BAD_GATEWAY,
+                    code: "team_unavailable",
+                    message: format!("the team archive could not be searched: {t}"),
+                }
+            }
+            other => ApiError::internal(other),
+        })
 }
 
 async fn sessions(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
@@ -757,6 +788,34 @@ async fn inject_handler(
         Ok((res, req, opts))
     })
     .await?;
+    // The team's memory too, when the user turned it on: within what is left of the hook's
+    // budget, and said apart.
+    let i = &st.settings.inject;
+    if req.mode == inject::Mode::Smart
+        && i.team
+        && res.skipped.is_none()
+        && let (Some(team), Some(v), Some(prompt)) = (&st.team, &st.vectors.vectors, &req.prompt)
+    {
+        let left = std::time::Duration::from_millis(i.timeout_ms)
+            .saturating_sub(started.elapsed())
+            .saturating_sub(std::time::Duration::from_millis(150));
+        match tokio::time::timeout(
+            left,
+            crate::team::inject_items(
+                team,
+                v.embedder.clone(),
+                prompt,
+                i.team_threshold,
+                i.team_max_results,
+            ),
+        )
+        .await
+        {
+            Ok(Ok(items)) => inject::add_team(&mut res, items, opts.max_tokens),
+            Ok(Err(e)) => tracing::warn!(error = %e, "injection: the team archive failed"),
+            Err(_) => tracing::warn!("injection: the team archive did not answer in time"),
+        }
+    }
     res.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     let body = serde_json::to_value(&res).map_err(ApiError::internal)?;
     if let Some(w) = st.writer.clone() {

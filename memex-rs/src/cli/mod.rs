@@ -183,6 +183,11 @@ pub struct ServeArgs {
     /// Address of the HTTP API (default: `[api] bind`, 127.0.0.1:10013; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
+    /// Serve the team archive at URL instead (postgres://…): its web pages, HTTP API and MCP
+    /// over HTTP, read-only, to members who sign in with their token; no archive of this
+    /// machine is opened.
+    #[arg(long, value_name = "URL")]
+    pub team: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -198,13 +203,6 @@ pub struct ImportArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub request: crate::search::SearchRequest,
-    /// local (this archive, the default), team (what your team shared with you) or all (both,
-    /// fused).
-    #[arg(long, default_value = "local", value_parser = ["local", "team", "all"])]
-    pub scope: String,
-    /// Only what this team member shared (with --scope team or all).
-    #[arg(long, value_name = "NAME")]
-    pub member: Option<String>,
     /// Print the answer as JSON (the HTTP API's shape).
     #[arg(long)]
     pub json: bool,
@@ -390,7 +388,7 @@ pub fn load(cli: &Cli) -> Result<Ctx> {
     if let Some(d) = &cli.data_dir {
         overrides.push(("data.dir".to_owned(), d.display().to_string()));
     }
-    if let Command::Serve(ServeArgs { bind: Some(b) }) = &cli.command {
+    if let Command::Serve(ServeArgs { bind: Some(b), .. }) = &cli.command {
         overrides.push(("api.bind".to_owned(), b.clone()));
     }
     let resolved = config::resolve(config::Inputs {
@@ -428,6 +426,9 @@ pub fn run(cli: Cli) -> Result<()> {
     let logs = serving.then(|| ctx.resolved.settings.data_dir().join("logs"));
     crate::logging::init(&ctx.env, logs.as_deref());
     match cli.command {
+        Command::Serve(ServeArgs {
+            team: Some(url), ..
+        }) => serve::serve_team(&ctx, &url),
         Command::Serve(_) => serve::serve(&ctx),
         Command::Open { print } => serve::open(&ctx, print),
         Command::Import(a) => import::import(&ctx, a),

@@ -12,7 +12,7 @@ use crate::store;
 
 pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
     check_agent(&AdapterRegistry::new(), &a.request.agent)?;
-    let (request, json, scope) = (a.request, a.json, a.scope);
+    let (request, json) = (a.request, a.json);
     let params = request.clone().check(1000).map_err(|e| {
         let hint = match e.name {
             "limit" => "for example --limit 20",
@@ -23,14 +23,8 @@ pub(super) fn search_cmd(ctx: &Ctx, a: SearchArgs) -> Result<()> {
         };
         user_error(format!("--{} {}", e.name, e.reason), hint)
     })?;
-    if scope != "local" {
-        return search_scoped(ctx, &request, &params, &scope, a.member.as_deref(), json);
-    }
-    if a.member.is_some() {
-        return Err(user_error(
-            "--member reads the team's archive",
-            "add --scope team or --scope all",
-        ));
+    if params.reach != search::Reach::Local {
+        return search_scoped(ctx, &request, &params, json);
     }
     let mode = params.mode;
     // Meaning needs the model: the running service has it loaded, where this process would
@@ -52,77 +46,51 @@ fn search_scoped(
     ctx: &Ctx,
     request: &search::SearchRequest,
     params: &search::SearchParams,
-    scope: &str,
-    member: Option<&str>,
     json: bool,
 ) -> Result<()> {
-    if let Some(m) = member {
-        memex_team::check_name(m).map_err(|e| user_error(format!("--member: {e}"), ""))?;
-    }
+    let (team, token) = super::team::joined(ctx)?;
+    let joined = crate::team::Joined { team, token };
     let conn = reader(ctx)?;
-    // The query's vector, from this machine's model, when meaning is asked for.
     let (rt, vectors) = vectors_for_reading(ctx, &conn, params.mode != search::Mode::Fts)?;
-    let model = crate::vector::stored_model(&conn)?.map(|m| m.0);
-    let embedded = match (&vectors.vectors, &model) {
-        (Some(v), Some(_)) => {
-            let _entered = rt.enter();
-            v.embedder
-                .embed_queries(std::slice::from_ref(&params.query))
-                .ok()
-                .and_then(|mut q| q.pop())
-        }
-        _ => None,
+    let embedded = {
+        let _entered = rt.enter();
+        crate::team::query_vector(&vectors, &conn, &params.query)
     };
-    let query_vector = match (&model, &embedded) {
-        (Some(m), Some(v)) => Some((m.as_str(), v.as_slice())),
-        _ => None,
-    };
-    let (team_hits, team_notice) = super::team::search_team(ctx, params, member, query_vector)?;
-    let mut res = if scope == "team" {
-        serde_json::json!({
-            "mode": if query_vector.is_some() && params.mode != search::Mode::Fts { "hybrid" } else { "fts" },
-            "scope": "team",
-            "results": team_hits,
-        })
+    let query_vector = embedded.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
+    let local = if params.reach == search::Reach::All {
+        let local_request = search::SearchRequest {
+            scope: None,
+            member: None,
+            ..request.clone()
+        };
+        Some(
+            match store::lock::serving_addr(&ctx.resolved.settings.data_dir())
+                .and_then(|addr| ask_service(ctx, &addr, &local_request))
+            {
+                Some(v) => v,
+                None => {
+                    let local_params = search::SearchParams {
+                        reach: search::Reach::Local,
+                        member: None,
+                        ..params.clone()
+                    };
+                    serde_json::to_value(
+                        search::search(
+                            &conn,
+                            &search::Semantic::of(&vectors, rt.handle()),
+                            &local_params,
+                        )
+                        .map_err(explain_search_error)?,
+                    )?
+                }
+            },
+        )
     } else {
-        let mut local = match store::lock::serving_addr(&ctx.resolved.settings.data_dir())
-            .and_then(|addr| ask_service(ctx, &addr, request))
-        {
-            Some(v) => v,
-            None => serde_json::to_value(
-                search::search(&conn, &search::Semantic::of(&vectors, rt.handle()), params)
-                    .map_err(explain_search_error)?,
-            )?,
-        };
-        let mut local_hits = local["results"]
-            .as_array_mut()
-            .map(std::mem::take)
-            .unwrap_or_default();
-        for h in &mut local_hits {
-            h["scope"] = "local".into();
-        }
-        // Rank fusion of the two answers: each keeps its order; a hit's score is its RRF.
-        let mut all: Vec<(f64, serde_json::Value)> = Vec::new();
-        for list in [local_hits, team_hits] {
-            for (rank, mut h) in list.into_iter().enumerate() {
-                let score = 1.0 / (search::RRF_K + rank as f64 + 1.0);
-                h["score"] = score.into();
-                all.push((score, h));
-            }
-        }
-        all.sort_by(|a, b| b.0.total_cmp(&a.0));
-        all.truncate(params.limit);
-        local["scope"] = "all".into();
-        local["results"] = all.into_iter().map(|(_, h)| h).collect();
-        local
+        None
     };
-    if let Some(n) = team_notice {
-        let joined = match res["notice"].as_str() {
-            Some(old) => format!("{old}; team: {n}"),
-            None => format!("team: {n}"),
-        };
-        res["notice"] = joined.into();
-    }
+    let team = rt.block_on(crate::team::search(&joined, params, query_vector));
+    let res = crate::team::answer(params, local, team, query_vector.is_some())
+        .map_err(super::team::explained)?;
     print(&res, json)
 }
 

@@ -161,10 +161,81 @@ pub(super) fn mcp(ctx: &Ctx) -> Result<()> {
             crate::vector::for_search(&settings, &conn).await
         };
         let service = crate::mcp::MemexMcp::new(pool, vectors)
+            .with_team(crate::team::Joined::of(&settings.data_dir()))
             .serve(rmcp::transport::stdio())
             .await
             .context("the MCP client did not initialise")?;
         service.waiting().await.context("the MCP session failed")?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Ok(())
+}
+
+/// `memex serve --team URL`: the team server (`api::team`), until SIGINT or SIGTERM.
+pub(super) fn serve_team(ctx: &Ctx, url: &str) -> Result<()> {
+    let s = &ctx.resolved.settings;
+    let bind: std::net::SocketAddr = s.api.bind.parse().context("api.bind")?;
+    let team = memex_team::archive::Team::new(url).map_err(super::team::explained)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("memex-team")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let info = runtime
+        .block_on(team.checked())
+        .map_err(super::team::explained)?;
+    // The query embedder, when its model made the team's vectors.
+    let embedder = crate::embed::from_settings(&s.vector, &s.compact, &s.data_dir())
+        .ok()
+        .filter(|e| e.fallback_reason().is_none());
+    let embedder = match (&info.vector_model, embedder) {
+        (Some(m), Some(e)) if e.id() == m => Some(e),
+        (Some(m), _) => {
+            eprintln!(
+                "memex serve --team: the team's vectors were made by {m}, which this machine does not                  have loaded: searches go by words"
+            );
+            None
+        }
+        _ => None,
+    };
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|e| UserError {
+                message: format!("cannot listen on {bind}: {e}"),
+                hint: Some("pick another address with --bind HOST:PORT".into()),
+                code: 2,
+            })?;
+        let bound = listener.local_addr()?;
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).context("the random generator")?;
+        let policy = crate::api::guard::Policy::new(
+            crate::api::guard::Channel::Tcp,
+            bound,
+            &s.api,
+            crate::owner::Secret::new(secret.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        );
+        let st = std::sync::Arc::new(crate::api::team::TeamServer::new(
+            team,
+            policy,
+            embedder,
+            s.api.max_body_bytes,
+        ));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let app = crate::api::team::router(st, cancel.clone());
+        eprintln!(
+            "memex serve --team: serving the team archive {} on http://{bound} (pid {}); members sign in with their token",
+            crate::config::without_password(url),
+            std::process::id()
+        );
+        let server = tokio::spawn(crate::api::listen::serve(listener, app, stop_rx, "team"));
+        shutdown_signal().await;
+        cancel.cancel();
+        let _ = stop_tx.send(true);
+        let _ = server.await;
         Ok::<_, anyhow::Error>(())
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));

@@ -119,7 +119,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// A team error as the user reads it, with what to do.
-fn explained(e: TeamError) -> anyhow::Error {
+pub(super) fn explained(e: TeamError) -> anyhow::Error {
     let hint = match &e {
         TeamError::BadToken => "ask an admin of the team for a token: memex team token add NAME",
         TeamError::NoTeam(_) => "an admin prepares it once: memex team create URL",
@@ -140,7 +140,7 @@ fn explained(e: TeamError) -> anyhow::Error {
 }
 
 /// The team this machine joined: its URL and this member's token, from the data folder.
-fn joined(ctx: &Ctx) -> Result<(Team, Token)> {
+pub(super) fn joined(ctx: &Ctx) -> Result<(Team, Token)> {
     match crate::team::joined(&ctx.resolved.settings.data_dir()) {
         Ok(Some(j)) => Ok(j),
         Ok(None) => Err(user_error(
@@ -511,77 +511,4 @@ fn push(ctx: &Ctx, config: &[share::ConfigRule], json: bool) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Search of the team archive for `memex search --scope team|all`: the member's projects,
-/// by words (and by meaning when this machine's model made the team's vectors).
-pub(super) fn search_team(
-    ctx: &Ctx,
-    params: &crate::search::SearchParams,
-    member_filter: Option<&str>,
-    query_vector: Option<(&str, &[f32])>,
-) -> Result<(Vec<serde_json::Value>, Option<String>)> {
-    use crate::search::query;
-    let (team, token) = joined(ctx)?;
-    let terms = query::parse_query(&params.query);
-    let texts: Vec<memex_team::search::TermText> = terms
-        .iter()
-        .map(|t| {
-            let inner = t.fts.trim_end_matches('*');
-            let inner = inner.trim_matches('"').replace("\"\"", "\"");
-            if t.fts.ends_with('*') {
-                memex_team::search::TermText::Prefix(inner)
-            } else {
-                memex_team::search::TermText::Phrase(inner)
-            }
-        })
-        .collect();
-    let f = &params.filter;
-    let q = memex_team::search::TeamQuery {
-        terms: &texts,
-        min_terms: (texts.len() / 2).max(1),
-        vector: if params.mode == crate::search::Mode::Fts {
-            None
-        } else {
-            query_vector
-        },
-        layers: params.level.layers(),
-        limit: params.limit,
-        project: f.project.as_deref(),
-        member: member_filter,
-        agent: f.agent.as_deref(),
-        since: f.since,
-        until: f.until,
-    };
-    let rt = runtime()?;
-    let answer = rt
-        .block_on(async {
-            let me = team.authenticate(&token).await?;
-            team.search(&me, &q).await
-        })
-        .map_err(explained)?;
-    let hits = answer
-        .hits
-        .iter()
-        .map(|h| {
-            json!({
-                "scope": "team",
-                "member": h.member,
-                "session_id": h.session_id,
-                "agent": h.agent,
-                "project": h.project,
-                "host": h.host,
-                "role": h.role,
-                "kind": h.kind,
-                "prompt_number": h.prompt_number,
-                "timestamp": crate::store::read::iso(h.ts),
-                "snippet": query::snippet(&h.body, &terms, 240),
-                "score": h.score,
-                "level": h.layer.name(),
-                "match": h.matched,
-                "terms": h.terms.iter().filter_map(|n| terms.get(*n).map(|t| t.literal.clone())).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    Ok((hits, answer.notice))
 }

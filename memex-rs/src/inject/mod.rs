@@ -24,7 +24,7 @@ mod host;
 mod log;
 
 use answer::project_of;
-pub use answer::{SMART_LEVELS, answer, candidates, keep_model_ready};
+pub use answer::{SMART_LEVELS, add_team, answer, candidates, keep_model_ready, team_confidence};
 pub use gate::{HookInput, HookInputError, OPT_OUT_FILE, opted_out, skip_reason};
 pub use host::Host;
 pub use log::{DayStats, InjectionStats, Latency, ModeStats, Record, record, stats};
@@ -238,6 +238,9 @@ pub struct Item {
     pub summary: String,
     /// How to read the item in full through the MCP server.
     pub hint: String,
+    /// The team member who shared it (an item of the team archive); absent: this archive's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 /// The answer of `POST /api/inject`.

@@ -361,6 +361,7 @@ mod tests {
             filter,
             level: Scope::One(Layer::Raw),
             mode: Mode::Fts,
+            ..Default::default()
         };
         search(conn, &Semantic::Off("test".into()), &p)
             .unwrap()

@@ -55,6 +55,48 @@ pub struct SearchParams {
     pub filter: Filter,
     pub level: Scope,
     pub mode: Mode,
+    /// Whose memory: this archive, the team's, or both (the team's side is `crate::team`).
+    pub reach: Reach,
+    /// Only what this team member shared (team and all).
+    pub member: Option<String>,
+}
+
+/// Whose memory a search reads (`scope` at the wire).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// This archive.
+    #[default]
+    Local,
+    /// What the team shared with this member.
+    Team,
+    /// Both, fused by rank.
+    All,
+}
+
+/// What `scope` accepts.
+pub const SCOPES: &[&str] = &["local", "team", "all"];
+
+impl Reach {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Reach::Local => "local",
+            Reach::Team => "team",
+            Reach::All => "all",
+        }
+    }
+}
+
+impl std::str::FromStr for Reach {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Reach, UnknownName> {
+        Ok(match s {
+            "local" => Reach::Local,
+            "team" => Reach::Team,
+            "all" => Reach::All,
+            other => return Err(UnknownName::new(other, SCOPES.iter().copied())),
+        })
+    }
 }
 
 /// Which rankings are fused.

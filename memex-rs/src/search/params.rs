@@ -7,7 +7,7 @@
 
 use rmcp::schemars;
 
-use super::{Mode, Scope, SearchParams, parse_time};
+use super::{Mode, Reach, Scope, SearchParams, parse_time};
 use crate::layer::UnknownName;
 use crate::store::read::Filter;
 
@@ -57,12 +57,20 @@ pub struct SearchRequest {
     /// (meaning only).
     #[arg(long)]
     pub mode: Option<String>,
+    /// local (this archive, the default), team (what your team shared with you: `memex team
+    /// join`) or all (both, fused by rank).
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Only what this member of the team shared (with scope team or all).
+    #[arg(long)]
+    pub member: Option<String>,
 }
 
 /// The names of a search's parameters in a query string (`GET /api/search`):
 /// [`SearchRequest`]'s fields, with the query as `q`.
-pub const QUERY_NAMES: [&str; 10] = [
+pub const QUERY_NAMES: [&str; 12] = [
     "q", "limit", "agent", "project", "session", "host", "since", "until", "level", "mode",
+    "scope", "member",
 ];
 
 /// A parameter that cannot be used: its name (as [`SearchRequest`] spells it; each surface
@@ -127,6 +135,8 @@ impl SearchRequest {
             until: get("until"),
             level: get("level"),
             mode: get("mode"),
+            scope: get("scope"),
+            member: get("member"),
         })
     }
 
@@ -143,6 +153,8 @@ impl SearchRequest {
             until,
             level,
             mode,
+            scope,
+            member,
         ] = QUERY_NAMES;
         let mut out = vec![(q, self.query.clone())];
         if let Some(n) = self.limit {
@@ -157,6 +169,8 @@ impl SearchRequest {
             (until, &self.until),
             (level, &self.level),
             (mode, &self.mode),
+            (scope, &self.scope),
+            (member, &self.member),
         ] {
             if let Some(v) = value {
                 out.push((name, v.clone()));
@@ -207,11 +221,27 @@ impl SearchRequest {
             None => Mode::default(),
             Some(m) => m.parse().map_err(|e| bad("mode", e))?,
         };
+        let reach: Reach = match given(self.scope) {
+            None => Reach::default(),
+            Some(r) => r.parse().map_err(|e| bad("scope", e))?,
+        };
+        let member = given(self.member);
+        if let Some(m) = &member {
+            memex_team::check_name(m).map_err(|e| bad("member", e))?;
+            if reach == Reach::Local {
+                return Err(bad(
+                    "member",
+                    "reads the team's archive: add scope team or all",
+                ));
+            }
+        }
         Ok(SearchParams {
             query: self.query,
             limit,
             level,
             mode,
+            reach,
+            member,
             filter: Filter {
                 agent,
                 project: given(self.project),
@@ -319,6 +349,31 @@ mod tests {
             ..req()
         };
         assert_eq!(name(long), "query");
+        assert_eq!(
+            name(SearchRequest {
+                scope: Some("everyone".into()),
+                ..req()
+            }),
+            "scope"
+        );
+        for (scope, member) in [(None, "bob"), (Some("team"), "bob\n; drop")] {
+            assert_eq!(
+                name(SearchRequest {
+                    scope: scope.map(Into::into),
+                    member: Some(member.into()),
+                    ..req()
+                }),
+                "member"
+            );
+        }
+        let p = SearchRequest {
+            scope: Some("team".into()),
+            member: Some("bob".into()),
+            ..req()
+        }
+        .check(100)
+        .unwrap();
+        assert_eq!((p.reach, p.member.as_deref()), (Reach::Team, Some("bob")));
     }
 
     #[test]
@@ -334,6 +389,8 @@ mod tests {
             until: Some("2026-06-01".into()),
             level: Some("talks".into()),
             mode: Some("fts".into()),
+            scope: Some("all".into()),
+            member: Some("bob".into()),
         };
         let pairs = r.to_query();
         assert_eq!(pairs.len(), QUERY_NAMES.len(), "every field is written");

@@ -276,7 +276,9 @@ pub async fn run(
         None => (None, None),
     };
 
-    // The push to the team archive, when this machine joined a team.
+    // The team archive searches at scope team and all read, and the push to it, when this
+    // machine joined a team.
+    let team_joined = crate::team::Joined::of(&data_dir).map(Arc::new);
     let team_thread = team::spawn(data_dir.clone(), Arc::new(s.clone()), shutdown_rx.clone());
 
     // One set of reader slots for both listeners: they read the same archive on the same cores.
@@ -302,6 +304,7 @@ pub async fn run(
         shutdown: Some(shutdown_rx.clone()),
         live_streams: live_streams.clone(),
         sync: sync_handle.clone(),
+        team: team_joined.clone(),
     };
     let mut servers = Vec::new();
     let socket_path = socket.as_ref().map(|(_, p)| p.clone());

@@ -9,6 +9,7 @@
 //! - [`archive`][]: the team archive's tables, members, tokens and who reads which project.
 //! - [`store`][]: what a member's machine writes there and takes back.
 //! - [`search`][]: a member's search of the projects they may read.
+//! - [`read`][]: the projects, sessions and rows a member may read.
 //! - [`share`][]: this machine's side: the levels it shares at, and the push that makes the
 //!   team archive hold what they allow and nothing more.
 //! - [`token`][]: members' tokens, kept hashed.
@@ -17,6 +18,7 @@
 //! archived): the team's database must search it.
 
 pub mod archive;
+pub mod read;
 pub mod search;
 pub mod share;
 pub mod store;

@@ -63,6 +63,9 @@ pub struct TeamHit {
     pub matched: &'static str,
     /// Which of the query's terms it has (their places in [`TeamQuery::terms`]).
     pub terms: Vec<usize>,
+    /// Cosine similarity of its nearest chunk to the query's vector, when the vector side
+    /// found it.
+    pub similarity: Option<f64>,
 }
 
 /// What a search answers: its hits, and why vectors took no part when they did not.
@@ -160,6 +163,7 @@ impl Team {
             None => None,
         };
         let mut lists: Vec<Vec<(i64, &'static str)>> = Vec::new();
+        let mut nearest: HashMap<i64, f64> = HashMap::new();
         let mut g = self.pg.client().await?;
         let c = g.as_mut().expect("connected");
         let tx = c.transaction().await.map_err(|e| self.sql(&e))?;
@@ -214,7 +218,7 @@ impl Team {
                 args.push(Box::new(depth * 2));
                 let depth_p = args.len();
                 let sql = format!(
-                    "SELECT v.item FROM memex_team_vectors v
+                    "SELECT v.item, (v.embedding <=> ${v_p})::float8 FROM memex_team_vectors v
                      JOIN memex_team_items i ON i.id = v.item
                      JOIN memex_team_sessions s ON s.id = i.session
                      WHERE i.layer = ${layer_p} AND {filter}
@@ -227,6 +231,11 @@ impl Team {
                     .collect();
                 let rows = tx.query(&sql, &params).await.map_err(|e| self.sql(&e))?;
                 let mut seen = std::collections::HashSet::new();
+                for r in &rows {
+                    let (id, d): (i64, f64) = (r.get(0), r.get(1));
+                    let e = nearest.entry(id).or_insert(d);
+                    *e = e.min(d);
+                }
                 let list: Vec<(i64, &'static str)> = rows
                     .iter()
                     .map(|r| r.get::<_, i64>(0))
@@ -313,6 +322,7 @@ impl Team {
                         .enumerate()
                         .filter_map(|(n, m)| m.then_some(n))
                         .collect(),
+                    similarity: nearest.get(&id).map(|d| 1.0 - d),
                 })
             })
             .collect();

@@ -524,6 +524,7 @@ pub async fn push(
             done.removed_sessions += 1;
         }
         conn.execute("DELETE FROM team_sent WHERE session_pk = ?1", [pk])?;
+        conn.execute("DELETE FROM team_vectors_due WHERE session_pk = ?1", [pk])?;
     }
     // Messages forgotten from sessions the team holds.
     let forgets: Vec<(i64, String, String, String)> = conn
@@ -541,6 +542,9 @@ pub async fn push(
             params![last, chunk[0].1, chunk[0].2],
         )?;
     }
+    if let Some((m, _)) = &model {
+        done.with_vectors += send_due_vectors(conn, team, me, m, vectors).await?;
+    }
     for p in &planned {
         let before = sent.get(&p.pk).cloned();
         if p.level == Level::Hidden {
@@ -549,6 +553,7 @@ pub async fn push(
                     done.removed_sessions += 1;
                 }
                 conn.execute("DELETE FROM team_sent WHERE session_pk = ?1", [p.pk])?;
+                conn.execute("DELETE FROM team_vectors_due WHERE session_pk = ?1", [p.pk])?;
             }
             continue;
         }
@@ -657,6 +662,13 @@ pub async fn push(
                         if let Some(v) = found.remove(id) {
                             item.vectors = v;
                             done.with_vectors += 1;
+                        } else if !indexed(conn, layer, *id)? {
+                            // Not embedded yet: its vectors follow with a later push.
+                            conn.execute(
+                                "INSERT OR REPLACE INTO team_vectors_due (layer, ref, session_pk, item)
+                                 VALUES (?1, ?2, ?3, ?4)",
+                                params![layer.index() as i64, *id, p.pk, item.item],
+                            )?;
                         }
                     }
                 }
@@ -683,6 +695,95 @@ pub async fn push(
         }
     }
     Ok(done)
+}
+
+/// Whether the indexer has passed row `id` of `layer` (made its vectors, or left it out): a
+/// row it has not reached yet gets its vectors later.
+fn indexed(conn: &Connection, layer: Layer, id: i64) -> rusqlite::Result<bool> {
+    let queued: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM vector_outbox WHERE tbl = ?1 AND ref = ?2)")?
+        .query_row(params![layer.outbox_code(), id], |r| r.get(0))?;
+    if queued {
+        return Ok(false);
+    }
+    if layer == Layer::Raw {
+        let mark: i64 = conn
+            .prepare_cached("SELECT COALESCE((SELECT messages_through FROM vector_progress), 0)")?
+            .query_row([], |r| r.get(0))?;
+        return Ok(id <= mark);
+    }
+    Ok(true)
+}
+
+/// At most this many rows waiting for their vectors are looked at per push.
+const DUE_PER_PUSH: i64 = 2000;
+
+/// Sends the vectors made since of rows sent without them; forgets the rows the indexer passed
+/// without making any. How many rows got their vectors.
+async fn send_due_vectors(
+    conn: &Connection,
+    team: &Team,
+    me: &Member,
+    model: &str,
+    vectors: &impl VectorSource,
+) -> Result<u64, TeamError> {
+    let due: Vec<(i64, i64, i64, String, String, String)> = conn
+        .prepare(
+            "SELECT d.layer, d.ref, d.session_pk, d.item, t.agent, t.session_id
+             FROM team_vectors_due d JOIN team_sent t ON t.session_pk = d.session_pk
+             ORDER BY d.layer, d.ref LIMIT ?1",
+        )?
+        .query_map([DUE_PER_PUSH], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut sent = 0;
+    let mut sessions: HashMap<i64, Option<i64>> = HashMap::new();
+    let mut settled = Vec::new();
+    for chunk in due.chunk_by(|a, b| a.0 == b.0) {
+        let layer = Layer::ALL[(chunk[0].0 as usize) & 3];
+        let refs: Vec<i64> = chunk.iter().map(|d| d.1).collect();
+        let mut found = vectors.vectors(layer, &refs).await;
+        let mut rows = Vec::new();
+        for (_, id, pk, item, agent, session_id) in chunk {
+            match found.remove(id) {
+                Some(v) => {
+                    let team_session = match sessions.get(pk) {
+                        Some(s) => *s,
+                        None => {
+                            let s = team.session_ref(me, agent, session_id).await?;
+                            sessions.insert(*pk, s);
+                            s
+                        }
+                    };
+                    if let Some(s) = team_session {
+                        rows.push((s, layer, item.clone(), v));
+                    }
+                }
+                None if indexed(conn, layer, *id)? => {}
+                None => continue,
+            }
+            settled.push(*id);
+        }
+        if !rows.is_empty() {
+            sent += team.put_vectors(me, model, &rows).await?;
+        }
+        // Noted once the team archive has them.
+        for id in settled.drain(..) {
+            conn.execute(
+                "DELETE FROM team_vectors_due WHERE layer = ?1 AND ref = ?2",
+                params![layer.index() as i64, id],
+            )?;
+        }
+    }
+    Ok(sent)
 }
 
 /// Whether session `pk` has rows past `through` in a layer `level` shares.

@@ -244,6 +244,59 @@ impl Team {
         tx.commit().await.map_err(|e| self.sql(&e))
     }
 
+    /// Adds the vectors of rows the team archive already holds (sent before this machine had
+    /// made them): `(session, layer, item, vectors)`, each session `me`'s. Rows the archive no
+    /// longer holds are passed over. How many rows got vectors.
+    pub async fn put_vectors(
+        &self,
+        me: &Member,
+        model: &str,
+        rows: &[(i64, Layer, String, Vec<Vec<f32>>)],
+    ) -> Result<u64, TeamError> {
+        let Some(dims) = rows.iter().flat_map(|r| &r.3).map(Vec::len).next() else {
+            return Ok(0);
+        };
+        self.vector_space(model, dims).await?;
+        let mut g = self.pg.client().await?;
+        let c = g.as_mut().expect("connected");
+        let tx = c.transaction().await.map_err(|e| self.sql(&e))?;
+        let mut done = 0;
+        for (session, layer, item, vectors) in rows {
+            let found = tx
+                .query_opt(
+                    "SELECT i.id FROM memex_team_items i JOIN memex_team_sessions s ON s.id = i.session
+                     WHERE i.session = $1 AND s.member_id = $2 AND i.layer = $3 AND i.item = $4",
+                    &[session, &me.id, &layer_code(*layer), item],
+                )
+                .await
+                .map_err(|e| self.sql(&e))?;
+            let Some(found) = found else { continue };
+            let id: i64 = found.get(0);
+            tx.execute("DELETE FROM memex_team_vectors WHERE item = $1", &[&id])
+                .await
+                .map_err(|e| self.sql(&e))?;
+            for (n, v) in vectors.iter().enumerate() {
+                if v.len() != dims {
+                    return Err(TeamError::MixedVectors {
+                        model: model.to_owned(),
+                        dims: dims as i32,
+                        got: model.to_owned(),
+                        got_dims: v.len() as i32,
+                    });
+                }
+                tx.execute(
+                    "INSERT INTO memex_team_vectors (item, chunk, embedding) VALUES ($1, $2, $3)",
+                    &[&id, &(n as i32), &Vector::from(v.clone())],
+                )
+                .await
+                .map_err(|e| self.sql(&e))?;
+            }
+            done += 1;
+        }
+        tx.commit().await.map_err(|e| self.sql(&e))?;
+        Ok(done)
+    }
+
     /// The dimensions of the archive's vectors, made `dims` for `model` by the first vector
     /// sent (with the table and its HNSW index); refused when the archive's vectors come from
     /// another model or have other dimensions.

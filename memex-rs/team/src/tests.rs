@@ -379,11 +379,15 @@ fn unit(seed: i64, dims: usize) -> Vec<f32> {
     v
 }
 
+/// `dims` 0: the model is known, but no row has its vectors yet.
 impl VectorSource for Fixed {
     fn model(&self) -> Option<(String, usize)> {
-        Some((self.model.to_owned(), self.dims))
+        Some((self.model.to_owned(), self.dims.max(8)))
     }
     async fn vectors(&self, layer: Layer, refs: &[i64]) -> HashMap<i64, Vec<Vec<f32>>> {
+        if self.dims == 0 {
+            return HashMap::new();
+        }
         refs.iter()
             .map(|r| (*r, vec![unit(*r * 4 + layer.index() as i64, self.dims)]))
             .collect()
@@ -414,10 +418,29 @@ async fn vectors_are_searched_and_one_model_per_archive_and_a_purge_leaves_nothi
         model: "minilm-test",
         dims: 8,
     };
-    let p = share::push(&desk.conn, &team, &carol, "desk", &config, &source)
+    // Sent before this machine embedded them: the rows go, their vectors follow.
+    let not_yet = Fixed {
+        model: "minilm-test",
+        dims: 0,
+    };
+    let p = share::push(&desk.conn, &team, &carol, "desk", &config, &not_yet)
         .await
         .unwrap();
-    assert!(p.items > 5 && p.with_vectors == p.items, "{p:?}");
+    assert!(p.items > 5 && p.with_vectors == 0, "{p:?}");
+    let due: i64 = desk
+        .conn
+        .query_row("SELECT count(*) FROM team_vectors_due", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(due as u64, p.items);
+    let later = share::push(&desk.conn, &team, &carol, "desk", &config, &source)
+        .await
+        .unwrap();
+    assert_eq!((later.items, later.with_vectors), (0, p.items), "{later:?}");
+    let due: i64 = desk
+        .conn
+        .query_row("SELECT count(*) FROM team_vectors_due", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(due, 0);
     assert_eq!(
         team.checked().await.unwrap().vector_model.as_deref(),
         Some("minilm-test")

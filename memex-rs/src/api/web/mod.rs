@@ -29,8 +29,8 @@ use dashboard::dashboard_page;
 use search::{search_page, search_results};
 use sessions::{projects_page, session_page, sessions_page};
 
-const JS: &str = include_str!("../../../assets/web/memex.js");
-const ICON: &str = include_str!("../../../assets/web/favicon.svg");
+pub(super) const JS: &str = include_str!("../../../assets/web/memex.js");
+pub(super) const ICON: &str = include_str!("../../../assets/web/favicon.svg");
 
 /// What a page may load: its own stylesheet and script, its own API; nothing else, no frames.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -64,7 +64,7 @@ pub(super) fn routes() -> Router<ApiState> {
         )
 }
 
-fn asset(body: &'static str, ty: &'static str) -> Response {
+pub(super) fn asset(body: &'static str, ty: &'static str) -> Response {
     let mut r = body.into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ty));
@@ -84,7 +84,7 @@ fn page(t: impl Template) -> Response {
     }
 }
 
-fn html_response(status: StatusCode, html: String) -> Response {
+pub(super) fn html_response(status: StatusCode, html: String) -> Response {
     let mut r = (status, html).into_response();
     let h = r.headers_mut();
     h.insert(
@@ -127,7 +127,7 @@ fn e_plain(status: StatusCode) -> Response {
 }
 
 /// `s` as one URL path segment or query value: every byte but the unreserved ones escaped.
-fn urlencode(s: &str) -> String {
+pub(super) fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -148,7 +148,7 @@ fn agent_names() -> Vec<String> {
 }
 
 /// A stored time as the pages show it, to the minute.
-fn short_time(t: Option<&str>) -> String {
+pub(super) fn short_time(t: Option<&str>) -> String {
     crate::store::read::minute(t).unwrap_or_default()
 }
 

@@ -21,6 +21,8 @@ struct Form {
     since: String,
     session: String,
     host: String,
+    scope: String,
+    member: String,
 }
 
 impl Form {
@@ -35,12 +37,14 @@ impl Form {
             since: g("since"),
             session: g("session"),
             host: g("host"),
+            scope: g("scope"),
+            member: g("member"),
         }
     }
 }
 
 const FORM_KEYS: &[&str] = &[
-    "q", "level", "mode", "agent", "project", "since", "session", "host",
+    "q", "level", "mode", "agent", "project", "since", "session", "host", "scope", "member",
 ];
 
 /// One result, ready for the template: the snippet in pieces, the matches marked.
@@ -55,6 +59,8 @@ struct ResultRow {
     partial: Option<String>,
     pieces: Vec<(String, bool)>,
     title: String,
+    /// The team member who shared it (a hit of the team's archive, which has no page here).
+    member: Option<String>,
 }
 
 struct Results {
@@ -130,6 +136,8 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
         until: None,
         level: opt(&f.level),
         mode: opt(&f.mode),
+        scope: opt(&f.scope),
+        member: opt(&f.member),
     })
     .check(1000)
     {
@@ -139,6 +147,73 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
             return out;
         }
     };
+    if params.reach != search::Reach::Local {
+        match crate::team::scoped_search(
+            st.pool.clone(),
+            st.vectors.clone(),
+            st.team.clone(),
+            params,
+        )
+        .await
+        {
+            Ok(v) => {
+                out.mode = match v["mode"].as_str() {
+                    Some("hybrid") => "hybrid",
+                    Some("vector") => "vector",
+                    _ => "fts",
+                };
+                out.notice = v["notice"].as_str().map(str::to_owned);
+                let terms = search::query::parse_query(&f.q);
+                let (words, re) = (terms.len(), marker(&terms));
+                let text = |h: &serde_json::Value, k: &str| h[k].as_str().unwrap_or("").to_owned();
+                out.rows = v["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|h| {
+                        let member = h["member"].as_str().map(str::to_owned);
+                        let n = h["prompt_number"].as_i64().unwrap_or(0);
+                        let matched: Vec<&str> = h["terms"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|t| t.as_str())
+                            .collect();
+                        ResultRow {
+                            partial: (!matched.is_empty() && matched.len() < words)
+                                .then(|| matched.join(", ")),
+                            href: if member.is_some() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "/sessions/{}?talk={n}#prompt-{n}",
+                                    urlencode(&text(h, "session_id"))
+                                )
+                            },
+                            level: search::LEVELS
+                                .iter()
+                                .find(|l| **l == h["level"].as_str().unwrap_or(""))
+                                .copied()
+                                .unwrap_or("raw"),
+                            agent: text(h, "agent"),
+                            project: text(h, "project"),
+                            time: short_time(h["timestamp"].as_str()),
+                            matched: match h["match"].as_str() {
+                                Some("fts") => "words",
+                                Some("vector") => "meaning",
+                                _ => "both",
+                            },
+                            pieces: pieces(&text(h, "snippet"), re.as_ref()),
+                            title: format!("{} prompt {n}", text(h, "session_id")),
+                            member,
+                        }
+                    })
+                    .collect();
+            }
+            Err(e) => out.error = Some(e.to_string()),
+        }
+        return out;
+    }
     let (vectors, rt) = (st.vectors.clone(), tokio::runtime::Handle::current());
     let res = read(st, move |c| {
         search::search(c, &search::Semantic::of(&vectors, &rt), &params)
@@ -173,6 +248,7 @@ async fn run_search(st: &ApiState, f: &Form) -> Results {
                     },
                     pieces: pieces(&h.snippet, re.as_ref()),
                     title: format!("{} prompt {}", h.session_id, h.prompt_number),
+                    member: None,
                 })
                 .collect();
         }
@@ -190,6 +266,8 @@ struct SearchPage {
     r: Results,
     agents: Vec<String>,
     levels: &'static [&'static str],
+    /// Whether this machine is in a team (the scope switch is shown).
+    team: bool,
 }
 
 #[derive(Template)]
@@ -212,6 +290,7 @@ pub(super) async fn search_page(State(st): State<ApiState>, RawQuery(q): RawQuer
         r,
         agents: agent_names(),
         levels: search::LEVELS,
+        team: st.team.is_some(),
     })
 }
 

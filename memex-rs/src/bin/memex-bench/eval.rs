@@ -421,6 +421,7 @@ pub(crate) fn run(work: &Path, distractors: usize, reuse: bool) {
                     filter: Default::default(),
                     level,
                     mode,
+                    ..Default::default()
                 };
                 let res = search::search(&conn, &sem, &p).unwrap();
                 let rank = ranked_sessions(&res.results).iter().position(|s| s == sid);
@@ -462,6 +463,7 @@ pub(crate) fn run(work: &Path, distractors: usize, reuse: bool) {
             filter: Default::default(),
             level,
             mode,
+            ..Default::default()
         };
         search::search(&conn, &sem, &p)
             .unwrap()

@@ -166,7 +166,7 @@ fn import(corpus: &Path, data: &Path, threads: usize, pre: Option<String>) {
     );
 }
 
-const QUERIES: &[&str] = &[
+pub(crate) const QUERIES: &[&str] = &[
     "timezone",
     "webhook signature",
     "memory leak",
@@ -183,7 +183,7 @@ const QUERIES: &[&str] = &[
 
 /// Single words each in a quarter of the generated messages: what a search ranks over all
 /// their matches with the champion lists.
-const COMMON_WORDS: &[&str] = &[
+pub(crate) const COMMON_WORDS: &[&str] = &[
     "cache",
     "webhook",
     "migration",
@@ -194,7 +194,7 @@ const COMMON_WORDS: &[&str] = &[
 
 /// Questions as people ask them: no message has every word, so these rank partial matches
 /// (the rows with the most of the significant words, then BM25).
-const QUESTIONS: &[&str] = &[
+pub(crate) const QUESTIONS: &[&str] = &[
     "how did we fix the flaky regression in the refresh token handler?",
     "why does the webhook signature check fail after the database migration",
     "what was the retry backoff we chose for the memory leak",
@@ -292,6 +292,7 @@ fn time_queries(
             filter: Default::default(),
             level: Default::default(),
             mode: Mode::Fts,
+            ..Default::default()
         };
         let off = Semantic::Off("full-text benchmark".into());
         let (hits, lat) = time_search(conn, &off, &p, runs);
@@ -333,6 +334,7 @@ mod inject;
 mod live;
 mod summaries;
 mod sync;
+mod team;
 mod vec;
 
 /// The async runtime the benchmarks drive the store and LanceDB with: two workers, like the
@@ -663,6 +665,12 @@ fn main() {
             url: arg("--url").expect("--url postgres://… or file:///…"),
             lines: arg("--lines").map_or(100, |n| n.parse().expect("--lines N")),
         }),
+        Some("team") => team::run(team::Options {
+            data: &path("--data"),
+            url: arg("--url").expect("--url postgres://… (an empty database with pgvector)"),
+            members: arg("--members").map_or(10, |n| n.parse().expect("--members N")),
+            runs: arg("--runs").map_or(5, |n| n.parse().expect("--runs N")),
+        }),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
             corpus: path("--corpus"),
@@ -674,7 +682,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | sync --memex BIN --data DIR --url URL [--lines N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | sync --memex BIN --data DIR --url URL [--lines N] | team --data DIR --url URL [--members N] [--runs N] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
             );
             std::process::exit(2);
         }

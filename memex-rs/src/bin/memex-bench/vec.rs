@@ -180,6 +180,7 @@ pub(crate) fn latency(data: &Path, runs: usize) {
                     filter: Default::default(),
                     level,
                     mode,
+                    ..Default::default()
                 };
                 all.extend(time_search(&conn, &sem, &p, runs).1);
             }
