@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::{Home, claude_answer, claude_prompt};
 
-fn ok(h: &Home, args: &[&str]) -> String {
+pub(crate) fn ok(h: &Home, args: &[&str]) -> String {
     let out = h.memex(args);
     assert!(
         out.status.success(),
@@ -61,7 +61,7 @@ fn tool_result(session: &str, uuid: &str, cwd: &str, id: &str, output: &str) -> 
 
 /// A session on the payment webhook in `/work/payments`, with words planted only in a tool's
 /// output (`quokkaledger`) and in a middle message (`wombatcipher`).
-fn payments_session(h: &Home, session: &str) {
+pub(crate) fn payments_session(h: &Home, session: &str) {
     let cwd = "/work/payments";
     h.write_claude(
         cwd,
@@ -322,6 +322,23 @@ fn a_running_service_shares_new_work_on_its_own() {
         )],
     );
     wait("platypuskey");
+    // The sharing page says the same as `memex share status`.
+    let page = server
+        .client()
+        .get(server.url("/share"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        page.contains("You share as <strong>alice</strong>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>/work/payments</code>") && page.contains(">full<"),
+        "{page}"
+    );
+    assert!(page.contains("<td>payments</td><td>2</td>"), "{page}");
 }
 
 /// The team's side through every surface of a member's service: HTTP (`scope`, `member`), the
@@ -483,14 +500,14 @@ fn every_surface_searches_the_team_and_refuses_what_it_should() {
 }
 
 /// `memex serve --team URL` on a free port of 127.0.0.1, until dropped; its stderr is kept.
-struct TeamServer {
+pub(crate) struct TeamServer {
     child: std::process::Child,
-    addr: String,
+    pub(crate) addr: String,
     log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl TeamServer {
-    fn start(h: &Home, url: &str) -> TeamServer {
+    pub(crate) fn start(h: &Home, url: &str) -> TeamServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -1011,3 +1011,121 @@ fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
     let fresh = http.get(s.signin_link()).send().unwrap();
     assert_eq!(fresh.status().as_u16(), 303);
 }
+
+/// Team memory in a real browser: a member with no archive signs in to the team server with
+/// their token and searches (who shared each hit, markup in shared text shown as text); a
+/// member's own service shows the team's hits behind its "Memory" switch.
+#[test]
+fn a_team_member_searches_the_team_in_a_real_browser() {
+    use crate::team::{TeamServer, ok, payments_session};
+    let pg = memex_sync::pg_server::PgServer::start_vector();
+    let url = pg.url();
+    let alice = Home::empty();
+    payments_session(&alice, "4f4f4f4f-1111-4222-8333-444444444444");
+    alice.write_claude(
+        "/work/payments",
+        HOSTILE,
+        &[claude_prompt(
+            HOSTILE,
+            "h1",
+            "/work/payments",
+            "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> zanzibar webhook",
+        )],
+    );
+    ok(&alice, &["import"]);
+    ok(&alice, &["team", "create", &url, "--name", "alice"]);
+    ok(&alice, &["share", "/work/payments", "--level", "full"]);
+    ok(&alice, &["share", "push"]);
+    let t: serde_json::Value = serde_json::from_str(&ok(
+        &alice,
+        &[
+            "team",
+            "token",
+            "add",
+            "bob",
+            "--project",
+            "payments",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let token = t["token"].as_str().unwrap().to_owned();
+
+    // The team server: signed out, the sign-in page; the token typed in; then search.
+    let server = TeamServer::start(&Home::empty(), &url);
+    let d = Driver::at(format!("http://{}", server.addr));
+    d.open("/");
+    d.wait("the sign-in page", "location.pathname === '/login'");
+    d.audit("team sign-in");
+    d.tab
+        .find_element("#token")
+        .unwrap()
+        .type_into(&token)
+        .unwrap();
+    d.tab
+        .find_element("#login-form button")
+        .unwrap()
+        .click()
+        .unwrap();
+    d.wait(
+        "signed in, on the search page",
+        "location.pathname === '/' && !!document.getElementById('team-search')",
+    );
+    d.tab
+        .find_element("#q")
+        .unwrap()
+        .type_into("zanzibar webhook")
+        .unwrap();
+    d.tab.press_key("Enter").unwrap();
+    d.wait(
+        "results with who shared them",
+        "Array.from(document.querySelectorAll('td.member')).some(t => t.textContent === 'alice')",
+    );
+    let text = d.eval("document.getElementById('results').innerText");
+    assert!(
+        text.as_str().unwrap().contains("<script>"),
+        "markup shown as text: {text}"
+    );
+    d.shot("team-1-search");
+    d.audit("team search");
+    d.clean("team search");
+    let cookies = d.eval("document.cookie");
+    assert_eq!(
+        cookies,
+        json!(""),
+        "the sign-in cookie is not readable by scripts"
+    );
+
+    // A member's own service: the Memory switch, and the team's hits marked.
+    let bob = Home::empty();
+    let out = bob
+        .command(&["team", "join", &url, "--token", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(token.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s = bob.serve(&[("MEMEX_VECTOR_PROVIDER", "off")]);
+    let d = Driver::new(&s);
+    d.open("/");
+    d.eval("document.querySelector('select[name=scope]').value = 'team'");
+    d.tab
+        .find_element("#q")
+        .unwrap()
+        .type_into("quokkaledger")
+        .unwrap();
+    d.tab.press_key("Enter").unwrap();
+    d.wait(
+        "a team hit, marked as shared",
+        "Array.from(document.querySelectorAll('.badge.member')).some(b => b.textContent === 'shared by alice')",
+    );
+    d.shot("team-2-local-scope");
+    d.audit("local search at scope team");
+    d.clean("local search at scope team");
+}

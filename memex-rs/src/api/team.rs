@@ -49,7 +49,10 @@ pub const MAX_DELAY: Duration = Duration::from_secs(1);
 const SIGNIN_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Browser sessions kept at once (the oldest goes first).
 const MAX_SIGNINS: usize = 10_000;
-const COOKIE: &str = "memex_team";
+/// The browser session's cookie, per port (cookies are per host, not per port): `memex_team_PORT`.
+fn cookie_name(st: &TeamServer) -> String {
+    format!("memex_team_{}", st.policy.bound.port())
+}
 
 /// The team server's state.
 pub struct TeamServer {
@@ -245,6 +248,7 @@ fn given_token(st: &TeamServer, req: &Request) -> Option<Result<Token, String>> 
             Token::parse(t).map_err(|e| format!("the bearer token cannot be a token: {e}")),
         );
     }
+    let name = cookie_name(st);
     let cookie = req
         .headers()
         .get_all(header::COOKIE)
@@ -253,7 +257,7 @@ fn given_token(st: &TeamServer, req: &Request) -> Option<Result<Token, String>> 
         .flat_map(|v| v.split(';'))
         .find_map(|c| {
             c.trim()
-                .strip_prefix(COOKIE)?
+                .strip_prefix(name.as_str())?
                 .strip_prefix('=')
                 .map(str::to_owned)
         })?;
@@ -608,8 +612,10 @@ async fn login(
         Ok(_) => {
             let id = st.signin(&token);
             let mut res = StatusCode::NO_CONTENT.into_response();
+            // `Secure`: browsers keep it over HTTPS, and over plain HTTP on loopback only.
             if let Ok(v) = HeaderValue::from_str(&format!(
-                "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+                "{}={id}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
+                cookie_name(&st),
                 SIGNIN_TTL.as_secs()
             )) {
                 res.headers_mut().insert(header::SET_COOKIE, v);

@@ -97,32 +97,30 @@ fn term_text(t: &TermText) -> &str {
     }
 }
 
-/// The filter of a query over sessions `s` and items `i`, its parameters appended to `args`.
+/// The filter of a query over items `i`, its parameters appended to `args`: the projects
+/// `me` may read (`allowed`), then the query's own filters.
 fn filter_sql<'a>(
-    me: &'a Member,
+    allowed: &'a [String],
     q: &'a TeamQuery<'a>,
     args: &mut Vec<Box<dyn ToSql + Sync + Send + 'a>>,
 ) -> String {
     let mut c = Vec::new();
-    args.push(Box::new(me.id));
-    c.push(format!(
-        "s.project IN (SELECT project FROM memex_team_access WHERE member_id = ${})",
-        args.len()
-    ));
+    args.push(Box::new(allowed.to_vec()));
+    c.push(format!("i.project = ANY(${})", args.len()));
     if let Some(p) = q.project {
         args.push(Box::new(p.to_owned()));
-        c.push(format!("s.project = ${}", args.len()));
+        c.push(format!("i.project = ${}", args.len()));
     }
     if let Some(m) = q.member {
         args.push(Box::new(m.to_owned()));
         c.push(format!(
-            "s.member_id = (SELECT id FROM memex_team_members WHERE name = ${})",
+            "i.member_id = (SELECT id FROM memex_team_members WHERE name = ${})",
             args.len()
         ));
     }
     if let Some(a) = q.agent {
         args.push(Box::new(a.to_owned()));
-        c.push(format!("s.agent = ${}", args.len()));
+        c.push(format!("i.agent = ${}", args.len()));
     }
     if let Some(t) = q.since {
         args.push(Box::new(t));
@@ -134,6 +132,11 @@ fn filter_sql<'a>(
     }
     c.join(" AND ")
 }
+
+/// How many of the newest rows that match a query's words are ranked (as the local search
+/// ranks its newest candidates): PostgreSQL finds them by walking the rows newest first for a
+/// common word, or through the full-text index for a rare one, and never ranks every match.
+const CANDIDATES: i64 = 1000;
 
 impl Team {
     /// The best rows for `q` of the projects `me` may read, at most `q.limit`.
@@ -173,18 +176,28 @@ impl Team {
                 .await
                 .map_err(|e| self.sql(&e))?;
         }
+        let allowed: Vec<String> = tx
+            .query_one(
+                "SELECT COALESCE(array_agg(project), '{}') FROM memex_team_access WHERE member_id = $1",
+                &[&me.id],
+            )
+            .await
+            .map_err(|e| self.sql(&e))?
+            .get(0);
         for &layer in q.layers {
             if !q.terms.is_empty() {
                 let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-                let filter = filter_sql(me, q, &mut args);
+                let filter = filter_sql(&allowed, q, &mut args);
                 let mut tq = Vec::new();
                 for t in q.terms {
                     args.push(Box::new(term_text(t).to_owned()));
                     tq.push(term_sql(t, args.len()));
                 }
-                let any = tq.join(" || ");
+                // Written out (not a subquery) so that the planner sees the query: for a common
+                // word it walks the newest rows, for a rare one it reads the index.
+                let any = format!("({})", tq.join(" || "));
                 let count: Vec<String> =
-                    tq.iter().map(|t| format!("(i.tsv @@ {t})::int")).collect();
+                    tq.iter().map(|t| format!("(c.tsv @@ {t})::int")).collect();
                 args.push(Box::new(layer.index() as i16));
                 let layer_p = args.len();
                 args.push(Box::new(q.min_terms.max(1) as i32));
@@ -192,12 +205,13 @@ impl Team {
                 args.push(Box::new(depth));
                 let depth_p = args.len();
                 let sql = format!(
-                    "SELECT i.id FROM memex_team_items i
-                     JOIN memex_team_sessions s ON s.id = i.session,
-                     (SELECT {any} AS q) q
-                     WHERE i.tsv @@ q.q AND i.layer = ${layer_p} AND {filter}
-                       AND {} >= ${min_p}
-                     ORDER BY ts_rank(i.tsv, q.q, 1) DESC, i.id DESC
+                    "SELECT c.id FROM (
+                         SELECT i.id, i.tsv FROM memex_team_items i
+                         WHERE i.tsv @@ {any} AND i.layer = ${layer_p} AND {filter}
+                         ORDER BY i.id DESC LIMIT {CANDIDATES}
+                     ) c
+                     WHERE {} >= ${min_p}
+                     ORDER BY ts_rank(c.tsv, {any}, 1) DESC, c.id DESC
                      LIMIT ${depth_p}",
                     count.join(" + ")
                 );
@@ -210,7 +224,7 @@ impl Team {
             }
             if let Some(v) = vector {
                 let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-                let filter = filter_sql(me, q, &mut args);
+                let filter = filter_sql(&allowed, q, &mut args);
                 args.push(Box::new(Vector::from(v.to_vec())));
                 let v_p = args.len();
                 args.push(Box::new(layer.index() as i16));
@@ -220,7 +234,6 @@ impl Team {
                 let sql = format!(
                     "SELECT v.item, (v.embedding <=> ${v_p})::float8 FROM memex_team_vectors v
                      JOIN memex_team_items i ON i.id = v.item
-                     JOIN memex_team_sessions s ON s.id = i.session
                      WHERE i.layer = ${layer_p} AND {filter}
                      ORDER BY v.embedding <=> ${v_p}
                      LIMIT ${depth_p}"

@@ -150,17 +150,19 @@ impl Team {
         let tx = c.transaction().await.map_err(|e| self.sql(&e))?;
         let owned = tx
             .query_opt(
-                "SELECT 1 FROM memex_team_sessions WHERE id = $1 AND member_id = $2 FOR UPDATE",
+                "SELECT project, agent FROM memex_team_sessions
+                 WHERE id = $1 AND member_id = $2 FOR UPDATE",
                 &[&session, &me.id],
             )
             .await
             .map_err(|e| self.sql(&e))?;
-        if owned.is_none() {
+        let Some(owned) = owned else {
             return Err(TeamError::Invalid(format!(
                 "session {session} of the team archive is not {}'s",
                 me.name
             )));
-        }
+        };
+        let (project, agent): (String, String) = (owned.get(0), owned.get(1));
         for (layer, prompt) in replaced {
             tx.execute(
                 "DELETE FROM memex_team_items WHERE session = $1 AND layer = $2 AND prompt_number = $3",
@@ -191,8 +193,10 @@ impl Team {
         let ids = tx
             .query(
                 "INSERT INTO memex_team_items
-                     (session, layer, item, prompt_number, role, kind, ts, body, tsv)
-                 SELECT $1, u.l, u.i, u.p, u.r, u.k, u.t, u.b, to_tsvector('simple', u.x)
+                     (session, member_id, project, agent, layer, item, prompt_number, role, kind,
+                      ts, body, tsv)
+                 SELECT $1, $10, $11, $12, u.l, u.i, u.p, u.r, u.k, u.t, u.b,
+                        to_tsvector('simple', u.x)
                  FROM unnest($2::smallint[], $3::text[], $4::int[], $5::text[], $6::text[],
                              $7::bigint[], $8::text[], $9::text[]) AS u(l, i, p, r, k, t, b, x)
                  ON CONFLICT (session, layer, item) DO UPDATE SET
@@ -202,6 +206,7 @@ impl Team {
                  RETURNING id",
                 &[
                     &session, &layers, &keys, &prompts, &roles, &kinds, &times, &bodies, &indexed,
+                    &me.id, &project, &agent,
                 ],
             )
             .await

@@ -289,6 +289,39 @@ async fn members_share_what_they_choose_and_read_only_their_projects() {
         .await
         .unwrap();
     assert_eq!((again.items, again.sessions), (0, 0), "{again:?}");
+    // A talk summarised later goes at the next push, alone.
+    let later = Rows::Talk {
+        row: Stored {
+            value: TalkSummary {
+                prompt_number: 2,
+                user_request: "and the refunds".into(),
+                summary: "Refunds now use the narwhalqueue.".into(),
+                completed: "yes".into(),
+                files_involved: vec![],
+            },
+            provenance: Provenance {
+                provider: "heuristic".into(),
+                model: None,
+                prompt_version: "t1".into(),
+                tokens_input: 0,
+                tokens_output: 0,
+                confidence: 1.0,
+                fallback_reason: None,
+            },
+            created_at: 2,
+        },
+        raw_tokens: 10,
+        summary_tokens: 5,
+        ts: Some(0),
+    };
+    let tx = laptop.conn.unchecked_transaction().unwrap();
+    memex_store::compact::replace(&tx, pk, 2, &later).unwrap();
+    tx.commit().unwrap();
+    let p = share::push(&laptop.conn, &team, &alice, "laptop", &config, &NoVectors)
+        .await
+        .unwrap();
+    assert_eq!(p.items, 1, "{p:?}");
+    assert_eq!(find(&team, &bob, "narwhalqueue", &[Layer::Talks]).await, 1);
 
     // Full: the messages too.
     share::set_project(&laptop.conn, &folder, Level::Full, None).unwrap();

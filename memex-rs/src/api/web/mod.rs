@@ -15,6 +15,7 @@ mod chart;
 mod dashboard;
 mod search;
 mod sessions;
+mod share;
 
 use askama::Template;
 use axum::Router;
@@ -44,6 +45,7 @@ pub(super) fn routes() -> Router<ApiState> {
         .route("/sessions/{id}", get(session_page))
         .route("/projects", get(projects_page))
         .route("/dashboard", get(dashboard_page))
+        .route("/share", get(share::share_page))
         .route("/events", get(events))
         .route("/login", get(login_page).post(login))
         .route(
