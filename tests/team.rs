@@ -46,6 +46,26 @@ fn with_stdin(h: &Home, args: &[&str], input: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `admin` makes a token for `name` (reading `projects`), and `member` joins with it on stdin;
+/// the token.
+pub(crate) fn hand_token(
+    admin: &Home,
+    member: &Home,
+    url: &str,
+    name: &str,
+    projects: &[&str],
+) -> String {
+    let mut args = vec!["team", "token", "add", name, "--json"];
+    for p in projects {
+        args.extend(["--project", p]);
+    }
+    let t: Value = serde_json::from_str(&ok(admin, &args)).unwrap();
+    let token = t["token"].as_str().unwrap().to_owned();
+    let out = with_stdin(member, &["team", "join", url, "--token", "-"], &token);
+    assert!(out.status.success(), "{out:?}");
+    token
+}
+
 fn tool_use(session: &str, uuid: &str, cwd: &str, id: &str, command: &str) -> Value {
     json!({"type": "assistant", "uuid": uuid, "sessionId": session, "cwd": cwd,
         "timestamp": "2026-06-05T10:00:01.000Z",
@@ -277,25 +297,7 @@ fn a_running_service_shares_new_work_on_its_own() {
     let bob = Home::empty();
     payments_session(&alice, "7c7c7c7c-1111-4222-8333-444444444444");
     ok(&alice, &["team", "create", &url, "--name", "alice"]);
-    let t: Value = serde_json::from_str(&ok(
-        &alice,
-        &[
-            "team",
-            "token",
-            "add",
-            "bob",
-            "--project",
-            "payments",
-            "--json",
-        ],
-    ))
-    .unwrap();
-    let out = with_stdin(
-        &bob,
-        &["team", "join", &url, "--token", "-"],
-        t["token"].as_str().unwrap(),
-    );
-    assert!(out.status.success(), "{out:?}");
+    hand_token(&alice, &bob, &url, "bob", &["payments"]);
 
     let server = alice.serve(&[]);
     ok(&alice, &["share", "/work/payments", "--level", "full"]);
@@ -887,25 +889,7 @@ fn smart_injection_brings_the_teams_memory_and_says_whose_it_is() {
     ok(&alice, &["import"]);
     ok(&alice, &["compact", "trigger"]);
     ok(&alice, &["team", "create", &url, "--name", "alice"]);
-    let t: Value = serde_json::from_str(&ok(
-        &alice,
-        &[
-            "team",
-            "token",
-            "add",
-            "bob",
-            "--project",
-            "payments",
-            "--json",
-        ],
-    ))
-    .unwrap();
-    let out = with_stdin(
-        &bob,
-        &["team", "join", &url, "--token", "-"],
-        t["token"].as_str().unwrap(),
-    );
-    assert!(out.status.success(), "{out:?}");
+    hand_token(&alice, &bob, &url, "bob", &["payments"]);
     ok(&alice, &["share", "/work/payments", "--level", "full"]);
 
     // Alice's service embeds her rows and sends them with their vectors.

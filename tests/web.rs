@@ -1017,7 +1017,7 @@ fn the_pages_ask_for_the_token_and_keep_it_as_a_same_site_cookie() {
 /// member's own service shows the team's hits behind its "Memory" switch.
 #[test]
 fn a_team_member_searches_the_team_in_a_real_browser() {
-    use crate::team::{TeamServer, ok, payments_session};
+    use crate::team::{TeamServer, hand_token, ok, payments_session};
     let pg = memex_sync::pg_server::PgServer::start_vector();
     let url = pg.url();
     let alice = Home::empty();
@@ -1036,20 +1036,8 @@ fn a_team_member_searches_the_team_in_a_real_browser() {
     ok(&alice, &["team", "create", &url, "--name", "alice"]);
     ok(&alice, &["share", "/work/payments", "--level", "full"]);
     ok(&alice, &["share", "push"]);
-    let t: serde_json::Value = serde_json::from_str(&ok(
-        &alice,
-        &[
-            "team",
-            "token",
-            "add",
-            "bob",
-            "--project",
-            "payments",
-            "--json",
-        ],
-    ))
-    .unwrap();
-    let token = t["token"].as_str().unwrap().to_owned();
+    let bob = Home::empty();
+    let token = hand_token(&alice, &bob, &url, "bob", &["payments"]);
 
     // The team server: signed out, the sign-in page; the token typed in; then search.
     let server = TeamServer::start(&Home::empty(), &url);
@@ -1097,20 +1085,6 @@ fn a_team_member_searches_the_team_in_a_real_browser() {
     );
 
     // A member's own service: the Memory switch, and the team's hits marked.
-    let bob = Home::empty();
-    let out = bob
-        .command(&["team", "join", &url, "--token", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(token.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
     let s = bob.serve(&[("MEMEX_VECTOR_PROVIDER", "off")]);
     let d = Driver::new(&s);
     d.open("/");

@@ -84,6 +84,25 @@ impl TeamServer {
         }
     }
 
+    /// The query's vector and its model, when this server's model made the team's vectors and
+    /// the search asks for meaning (made on the blocking pool).
+    pub async fn query_vector(&self, params: &search::SearchParams) -> Option<(String, Vec<f32>)> {
+        let e = self
+            .embedder
+            .clone()
+            .filter(|_| params.mode != search::Mode::Fts)?;
+        let text = params.query.clone();
+        tokio::task::spawn_blocking(move || {
+            e.embed_queries(&[text])
+                .ok()
+                .and_then(|mut v| v.pop())
+                .map(|v| (e.id().to_owned(), v))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
     /// Whether `ip` is refused outright, for now.
     fn locked(&self, ip: Option<IpAddr>) -> bool {
         let Some(ip) = ip else { return false };
@@ -411,21 +430,7 @@ async fn run_search(st: &TeamServer, me: &Member, q: Option<String>) -> Result<V
     }
     request.scope = Some("team".into());
     let params = request.check(1000).map_err(bad)?;
-    let vector = match (&st.embedder, params.mode) {
-        (Some(e), m) if m != search::Mode::Fts => {
-            let (e, text) = (e.clone(), params.query.clone());
-            tokio::task::spawn_blocking(move || {
-                e.embed_queries(&[text])
-                    .ok()
-                    .and_then(|mut v| v.pop())
-                    .map(|v| (e.id().to_owned(), v))
-            })
-            .await
-            .ok()
-            .flatten()
-        }
-        _ => None,
-    };
+    let vector = st.query_vector(&params).await;
     let found = crate::team::search_as(
         &st.team,
         me,

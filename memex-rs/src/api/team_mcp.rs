@@ -99,21 +99,7 @@ impl TeamMcp {
         }
         .check(100)
         .map_err(|e| bad(e.to_string()))?;
-        let vector = match &self.st.embedder {
-            Some(e) if params.mode != crate::search::Mode::Fts => {
-                let (e, text) = (e.clone(), params.query.clone());
-                tokio::task::spawn_blocking(move || {
-                    e.embed_queries(&[text])
-                        .ok()
-                        .and_then(|mut v| v.pop())
-                        .map(|v| (e.id().to_owned(), v))
-                })
-                .await
-                .ok()
-                .flatten()
-            }
-            _ => None,
-        };
+        let vector = self.st.query_vector(&params).await;
         let found = crate::team::search_as(
             &self.st.team,
             &me,
