@@ -425,8 +425,10 @@ fn memex_open_hands_the_browser_a_private_page_not_the_link() {
         out.stdout.is_empty(),
         "the link is not printed when a browser opens"
     );
+    // The shell makes the file before printf fills it: wait for what it wrote.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !seen.exists() && Instant::now() < deadline {
+    while !std::fs::read_to_string(&seen).is_ok_and(|t| !t.is_empty()) && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     let given = std::fs::read_to_string(&seen).unwrap();
