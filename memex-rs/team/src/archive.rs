@@ -241,20 +241,7 @@ impl Team {
         )
         .await
         .map_err(|e| self.sql(&e))?;
-        let id: i64 = tx
-            .query_one(
-                "INSERT INTO memex_team_members (name, admin) VALUES ($1, true) RETURNING id",
-                &[&admin],
-            )
-            .await
-            .map_err(|e| self.sql(&e))?
-            .get(0);
-        tx.execute(
-            "INSERT INTO memex_team_tokens (member_id, hash, hint) VALUES ($1, $2, $3)",
-            &[&id, &token.hash(), &token.hint()],
-        )
-        .await
-        .map_err(|e| self.sql(&e))?;
+        self.member_with_token(&tx, admin, true, &token).await?;
         tx.commit().await.map_err(|e| self.sql(&e))?;
         Ok((
             TeamInfo {
@@ -265,6 +252,33 @@ impl Team {
             },
             token,
         ))
+    }
+
+    /// Member `name` (made when new; `admin` is only ever added) with `token`, in `tx`; their id.
+    async fn member_with_token(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        name: &str,
+        admin: bool,
+        token: &Token,
+    ) -> Result<i64, TeamError> {
+        let id: i64 = tx
+            .query_one(
+                "INSERT INTO memex_team_members (name, admin) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET admin = memex_team_members.admin OR $2
+                 RETURNING id",
+                &[&name, &admin],
+            )
+            .await
+            .map_err(|e| self.sql(&e))?
+            .get(0);
+        tx.execute(
+            "INSERT INTO memex_team_tokens (member_id, hash, hint) VALUES ($1, $2, $3)",
+            &[&id, &token.hash(), &token.hint()],
+        )
+        .await
+        .map_err(|e| self.sql(&e))?;
+        Ok(id)
     }
 
     /// The member `token` belongs to; [`TeamError::BadToken`] for a token that is unknown or
@@ -328,22 +342,7 @@ impl Team {
         let mut g = self.pg.client().await?;
         let c = g.as_mut().expect("connected");
         let tx = c.transaction().await.map_err(|e| self.sql(&e))?;
-        let id: i64 = tx
-            .query_one(
-                "INSERT INTO memex_team_members (name, admin) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET admin = memex_team_members.admin OR $2
-                 RETURNING id",
-                &[&name, &admin],
-            )
-            .await
-            .map_err(|e| self.sql(&e))?
-            .get(0);
-        tx.execute(
-            "INSERT INTO memex_team_tokens (member_id, hash, hint) VALUES ($1, $2, $3)",
-            &[&id, &token.hash(), &token.hint()],
-        )
-        .await
-        .map_err(|e| self.sql(&e))?;
+        let id = self.member_with_token(&tx, name, admin, &token).await?;
         for p in projects {
             tx.execute(
                 "INSERT INTO memex_team_access (member_id, project) VALUES ($1, $2)
