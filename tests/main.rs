@@ -21,5 +21,6 @@ mod security;
 mod serve;
 mod sync;
 mod team;
+mod usage;
 mod vectors;
 mod web;

@@ -65,9 +65,50 @@ async fn mcp_tools_answer_from_the_archive_and_reject_bad_arguments() {
             "get_recent_sessions",
             "get_session",
             "list_projects",
-            "search_history"
+            "search_history",
+            "usage_report"
         ]
     );
+
+    // What the agents cost: the CLI's report, and arguments refused by name.
+    let v = call(
+        &client,
+        "usage_report",
+        json!({"report": "daily", "agent": "claude", "timezone": "UTC"}),
+    )
+    .await
+    .unwrap();
+    let cli = h.json(&[
+        "usage",
+        "daily",
+        "--json",
+        "--agent",
+        "claude",
+        "--timezone",
+        "UTC",
+    ]);
+    assert_eq!(v["daily"], cli["daily"]);
+    assert!(v["totals"]["totalCost"].as_f64().unwrap() > 1.0, "{v}");
+    for (args, name) in [
+        (json!({"report": "hourly"}), "report"),
+        (json!({"since": "last tuesday"}), "since"),
+        (json!({"timezone": "Mars/Base"}), "timezone"),
+        (json!({"agent": "nobody"}), "agent"),
+        (json!({"report": "session", "limit": 0}), "limit"),
+        (
+            json!({"since": "2026-06-02", "until": "2026-06-01"}),
+            "until",
+        ),
+        (
+            json!({"report": "daily", "sql": "1; DROP TABLE messages"}),
+            "sql",
+        ),
+    ] {
+        let e = call(&client, "usage_report", args.clone())
+            .await
+            .unwrap_err();
+        assert!(e.contains(name), "{args}: {e}");
+    }
 
     // The same search as the CLI.
     let v = call(
@@ -237,7 +278,9 @@ fn the_python_sdk_client_uses_every_tool() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(report["tools"].as_array().unwrap().len(), 5);
+    assert!(report["usage_months"].as_u64().unwrap() >= 3, "{report}");
+    assert!(report["usage_cost"].as_f64().unwrap() > 1.0, "{report}");
     assert!(
         report["bad_call"].as_str().unwrap().contains("level"),
         "{report}"

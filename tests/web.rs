@@ -695,7 +695,14 @@ fn pages_refuse_hostile_callers_and_escape_what_they_show() {
         }
         r.send().unwrap()
     };
-    for path in ["/", "/sessions", "/projects", "/dashboard", "/?q=zanzibar"] {
+    for path in [
+        "/",
+        "/sessions",
+        "/projects",
+        "/dashboard",
+        "/usage",
+        "/?q=zanzibar",
+    ] {
         let res = get(path, &[]);
         assert_eq!(res.status().as_u16(), 200, "{path}");
         let csp = res.headers()["content-security-policy"]
@@ -1102,4 +1109,100 @@ fn a_team_member_searches_the_team_in_a_real_browser() {
     d.shot("team-2-local-scope");
     d.audit("local search at scope team");
     d.clean("local search at scope team");
+}
+
+/// The usage page, as a person reads it: what the agents cost per day (bars by model, then by
+/// agent), the most expensive sessions and projects, the cache hit ratio; a session's cost on
+/// its page. The figures are the API's.
+#[test]
+fn the_usage_page_shows_what_the_agents_cost_in_a_real_browser() {
+    let home = Home::empty();
+    common::copy_dir(
+        &common::fixtures().join("claude/projects"),
+        &home.path().join(".claude/projects"),
+    );
+    let s = home.serve(&[
+        ("MEMEX_VECTOR_PROVIDER", "off"),
+        ("MEMEX_USAGE_TIMEZONE", "UTC"),
+    ]);
+    s.wait_watching();
+    s.wait_for(30, "the sessions", |s| {
+        (s.ok("/api/stats")["sessions"].as_i64().unwrap_or(0) >= 8).then_some(())
+    });
+    let range = "since=2025-01-01&until=2026-12-31";
+    let api = s.ok(&format!("/api/usage?{range}"));
+    let total = api["totals"]["totalCost"].as_f64().unwrap();
+    assert!(total > 1.0, "{api}");
+    let d = Driver::new(&s);
+    d.open(&format!("/usage?{range}"));
+    let shown = d.eval("document.getElementById('usage-total').innerText");
+    assert!(
+        shown.as_str().unwrap().starts_with(&format!("${total:.2}")),
+        "{shown} vs {total}"
+    );
+    assert!(
+        d.eval("document.getElementById('usage-cache').innerText")
+            .as_str()
+            .unwrap()
+            .ends_with('%')
+    );
+    let legend = d.eval(
+        "Array.from(document.querySelectorAll('.legend li')).map(l => l.innerText).join('|')",
+    );
+    assert!(
+        legend.as_str().unwrap().contains("claude-opus-4-7"),
+        "{legend}"
+    );
+    assert!(
+        d.eval("document.querySelectorAll('figure.chart rect').length")
+            .as_u64()
+            .unwrap()
+            >= 5
+    );
+    let rows = d.eval("document.querySelectorAll('#usage-sessions tbody tr').length");
+    assert_eq!(rows.as_u64().unwrap(), api_sessions(&s, range).min(10));
+    assert!(
+        d.eval("document.querySelectorAll('#usage-projects tbody tr').length")
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+    d.shot("usage");
+    d.audit("usage");
+    d.clean("usage");
+    // The most expensive session: its page says what it cost.
+    d.eval("document.querySelector('#usage-sessions tbody a').click()");
+    d.wait(
+        "the session page",
+        "document.getElementById('session-cost') !== null",
+    );
+    let cost = d.eval("document.getElementById('session-cost').innerText");
+    assert!(cost.as_str().unwrap().contains('$'), "{cost}");
+    d.clean("session with its cost");
+    // Bars by agent.
+    d.open(&format!("/usage?{range}&by=agent"));
+    let legend = d.eval("Array.from(document.querySelectorAll('.legend li')).map(l => l.innerText.trim()).join('|')");
+    let legend = legend.as_str().unwrap();
+    assert!(
+        legend.starts_with("claude ") && !legend.contains("opus"),
+        "{legend}"
+    );
+    // A bad day is named on the page, shown as text.
+    d.open("/usage?since=%3Cb%3Eyesterday%3C/b%3E");
+    let text = d.eval("document.body.innerText");
+    assert!(
+        text.as_str().unwrap().contains("<b>yesterday</b>"),
+        "{text}"
+    );
+    assert_eq!(
+        d.eval("document.querySelectorAll('main b').length"),
+        json!(0)
+    );
+}
+
+fn api_sessions(s: &Server, range: &str) -> u64 {
+    s.ok(&format!("/api/usage?report=session&{range}"))["sessions"]
+        .as_array()
+        .unwrap()
+        .len() as u64
 }

@@ -644,6 +644,14 @@ pub(crate) fn u64_of(v: &serde_json::Value, key: &str) -> u64 {
     v.get(key).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
+/// A dollar figure an agent recorded (`cost`: 0.0123): a finite amount from 0 to a million;
+/// anything else is no figure.
+pub(crate) fn cost_of(v: &serde_json::Value, key: &str) -> Option<f64> {
+    v.get(key)
+        .and_then(serde_json::Value::as_f64)
+        .filter(|c| c.is_finite() && (0.0..1e6).contains(c))
+}
+
 /// A folder from an override variable (`PI_CODING_AGENT_DIR`, `QWEN_HOME`, `KIRO_HOME`, …) with
 /// `~` and `~/…` resolved against the home folder, as those agents do; any other value as it is.
 pub(crate) fn expand_home(dir: &str, env: &Env) -> PathBuf {
@@ -679,6 +687,7 @@ pub(crate) fn blank(
         tool_result: None,
         usage: None,
         usage_key: None,
+        cost_usd: None,
         agent_id: None,
         flags: Default::default(),
         line: 0,

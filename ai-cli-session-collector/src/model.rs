@@ -166,6 +166,10 @@ pub struct ParsedMessage {
     pub tool_result: Option<ToolResult>,
     pub usage: Option<Usage>,
     pub usage_key: Option<String>,
+    /// What the agent itself says the call cost, in US dollars (for a cumulative usage key,
+    /// the total so far), where it records one.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     /// Sub-agent id (Claude `agentId`), when the message comes from a sub-agent.
     pub agent_id: Option<String>,
     pub flags: Flags,

@@ -31,6 +31,19 @@ pub struct Settings {
     pub inject: InjectSettings,
     pub sync: SyncSettings,
     pub share: ShareSettings,
+    pub usage: UsageSettings,
+}
+
+/// `memex usage`: the prices and the time zone reports use.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageSettings {
+    /// A price file in LiteLLM's format (`model_prices_and_context_window.json`, or a few
+    /// models of it): its models replace or add to the table shipped in the binary.
+    pub prices: String,
+    /// The zone whose days reports count (an IANA name such as `Europe/Berlin`, or `UTC`);
+    /// empty: the system's.
+    pub timezone: String,
 }
 
 /// What this machine shares with a team (`memex share`): levels per project folder. A level
@@ -804,6 +817,9 @@ pub fn resolve(inputs: Inputs<'_>) -> Result<Resolved, ConfigError> {
     for p in settings.share.project.iter_mut() {
         p.path = expand(&p.path, inputs.home, inputs.env);
     }
+    if !settings.usage.prices.is_empty() {
+        settings.usage.prices = expand(&settings.usage.prices, inputs.home, inputs.env);
+    }
     for p in settings.inject.exclude_projects.iter_mut() {
         *p = expand(p, inputs.home, inputs.env);
     }
@@ -876,6 +892,9 @@ fn validate(s: &Settings) -> Result<(), ConfigError> {
     range("inject.log_days", s.inject.log_days, 0, 36_500)?;
     range("sync.interval_secs", s.sync.interval_secs, 5, 86_400)?;
     range("share.interval_secs", s.share.interval_secs, 5, 86_400)?;
+    if let Err(e) = memex_usage::Zone::parse(&s.usage.timezone) {
+        return bad("usage.timezone", e.to_string());
+    }
     for p in &s.share.project {
         if !p.path.starts_with('/') {
             return bad(

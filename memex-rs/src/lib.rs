@@ -35,5 +35,6 @@ pub mod search;
 pub mod service;
 pub mod state;
 pub mod team;
+pub mod usage;
 pub mod vector;
 pub mod watch;

@@ -3,7 +3,7 @@
 //! frames; logs go to stderr.
 //!
 //! Tools: `search_history`, `get_session` (paged, so a huge session never floods a context),
-//! `get_recent_sessions`, `list_projects`. Bad arguments are protocol errors (invalid params)
+//! `get_recent_sessions`, `list_projects`, `usage_report` (what the agents cost). Bad arguments are protocol errors (invalid params)
 //! that name the argument; nothing a client sends can panic the server.
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -132,6 +132,8 @@ pub struct MemexMcp {
     vectors: std::sync::Arc<crate::vector::ForSearch>,
     /// The team this machine joined, for `scope` team and all.
     team: Option<std::sync::Arc<crate::team::Joined>>,
+    /// The settings `usage_report` prices with (`[usage]`, the data folder's price table).
+    settings: std::sync::Arc<crate::config::Settings>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -167,8 +169,15 @@ impl MemexMcp {
             pool,
             vectors: std::sync::Arc::new(vectors),
             team: None,
+            settings: std::sync::Arc::default(),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// `usage_report` prices with these settings.
+    pub fn with_settings(mut self, settings: crate::config::Settings) -> MemexMcp {
+        self.settings = std::sync::Arc::new(settings);
+        self
     }
 
     /// Searches at scope team and all read this team's archive.
@@ -302,6 +311,27 @@ impl MemexMcp {
         ok(v)
     }
 
+    #[tool(
+        description = "What the user's AI coding agents cost: tokens and US dollars per day (report=daily), week, month, per session (report=session: the most expensive first) or per 5-hour billing window (report=blocks), each broken down by model, and by agent or project with breakdown. Filters: since/until (2026-06-01, 7d), agent, project, host, timezone. Models the price table does not know are listed under `unpriced`, their tokens counted, their cost not. `memex` lists Memex's own model spend."
+    )]
+    async fn usage_report(
+        &self,
+        Parameters(a): Parameters<crate::usage::UsageRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let pricing =
+            crate::usage::Pricing::load(&self.settings).map_err(|e| internal(e.to_string()))?;
+        let plan = a.check(pricing.zone).map_err(|e| bad(e.to_string()))?;
+        let mut v = self
+            .read(move |c| {
+                crate::usage::run(c, &pricing, &plan)
+                    .map(|a| a.to_json())
+                    .map_err(internal)
+            })
+            .await?;
+        fit(&mut v);
+        ok(v)
+    }
+
     #[tool(description = "The most recently active sessions, optionally of one project.")]
     async fn get_recent_sessions(
         &self,
@@ -356,7 +386,8 @@ impl ServerHandler for MemexMcp {
             .with_instructions(
                 "Memex: the memory of past AI coding-agent conversations on this machine. \
                  search_history finds them (raw messages or compact summaries), get_session \
-                 reads one, get_recent_sessions and list_projects browse.",
+                 reads one, get_recent_sessions and list_projects browse, usage_report says what \
+                 the agents cost.",
             )
     }
 }

@@ -27,7 +27,7 @@ async def main(binary, home):
             init = await session.initialize()
             check(init.serverInfo.name == "memex", f"server name {init.serverInfo.name}")
             tools = sorted(t.name for t in (await session.list_tools()).tools)
-            check(tools == ["get_recent_sessions", "get_session", "list_projects", "search_history"], f"tools {tools}")
+            check(tools == ["get_recent_sessions", "get_session", "list_projects", "search_history", "usage_report"], f"tools {tools}")
             report["tools"] = tools
 
             async def call(name, args):
@@ -54,7 +54,12 @@ async def main(binary, home):
             # The server carries on after a bad call.
             err, again = await call("search_history", {"query": "timezone", "limit": 1})
             check(not err, f"after the bad call: {again}")
-            report.update(search_mode=found["mode"], first_session=sid, bad_call=bad)
+            err, usage = await call("usage_report", {"report": "monthly", "timezone": "UTC"})
+            check(not err and usage["monthly"] and usage["totals"]["totalCost"] > 0, f"usage_report: {usage}")
+            err, bad_usage = await call("usage_report", {"report": "hourly"})
+            check(err and "report" in bad_usage, f"bad usage_report: {bad_usage}")
+            report.update(search_mode=found["mode"], first_session=sid, bad_call=bad,
+                          usage_months=len(usage["monthly"]), usage_cost=usage["totals"]["totalCost"])
     print(json.dumps(report))
 
 

@@ -243,6 +243,19 @@ fn model_line(line: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_owned())
 }
 
+/// `… Cost: $0.02 request, $0.02 session.`: the request's price in dollars (older Aider says
+/// `message`).
+fn cost_line(line: &str) -> Option<f64> {
+    let rest = line.split("Cost: $").nth(1)?;
+    let (num, tail) = rest.split_once(' ')?;
+    if !(tail.starts_with("request") || tail.starts_with("message")) {
+        return None;
+    }
+    num.parse::<f64>()
+        .ok()
+        .filter(|c| c.is_finite() && (0.0..1e6).contains(c))
+}
+
 /// `Tokens: 5,244 sent, 604 received. Cost: …` (also `1.2k cache write, 3.4k cache hit`).
 fn tokens_line(line: &str) -> Option<Usage> {
     let rest = line.strip_prefix("Tokens: ")?;
@@ -467,6 +480,7 @@ fn read_history(
             }
         };
         let mut usage: Option<Usage> = None;
+        let mut cost: Option<f64> = None;
         if e.kind == Kind::Tool {
             for line in body.lines() {
                 if let Some(m) = model_line(line) {
@@ -474,6 +488,9 @@ fn read_history(
                     if info.model.is_none() {
                         info.model = Some(m);
                     }
+                }
+                if let Some(c) = cost_line(line) {
+                    *cost.get_or_insert(0.0) += c;
                 }
                 if let Some(u) = tokens_line(line) {
                     let sum = usage.get_or_insert_with(Usage::default);
@@ -494,6 +511,7 @@ fn read_history(
         m.model.clone_from(&c.model);
         m.text = body;
         m.usage = usage;
+        m.cost_usd = usage.and(cost);
         m.usage_key = usage.map(|_| mid);
         m.raw = Some(raw.to_vec());
         emit.push(m);

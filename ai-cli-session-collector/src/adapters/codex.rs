@@ -432,6 +432,8 @@ fn event(
                 });
                 // Cumulative for the thread: the maximum is the total.
                 m.usage_key = Some("thread-total".into());
+                // The model that spent them: the turn's.
+                m.model.clone_from(&st.model);
             }
         }
         "thread_rolled_back" => {

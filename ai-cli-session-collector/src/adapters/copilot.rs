@@ -163,6 +163,10 @@ struct State {
     branch: Option<String>,
     /// The `session.start` cwd: the session's project.
     project: Option<String>,
+    /// Tokens the session's messages carried so far: a `session.shutdown` record's totals
+    /// (cumulative across resumes) add what they do not already hold.
+    #[serde(default)]
+    emitted: Usage,
 }
 
 /// What `workspace.yaml` adds: the session's name, and the times and folder when the events
@@ -261,6 +265,11 @@ fn handle(
 
     // State changes the record's own messages already reflect.
     let mut prompt = false;
+    let mut shutdown = None;
+    if ty == "assistant.message" {
+        let out = u64_of(data, "outputTokens");
+        st.emitted.output_tokens = st.emitted.output_tokens.saturating_add(out);
+    }
     match ty {
         "session.start" | "session.resume" => {
             let start = ty == "session.start";
@@ -310,6 +319,7 @@ fn handle(
                 st.model = Some(m);
             }
         }
+        "session.shutdown" => shutdown = shutdown_usage(st, data),
         _ => {}
     }
 
@@ -378,9 +388,46 @@ fn handle(
             }
             .unwrap_or_default()
             .to_owned();
+            if let Some(u) = shutdown {
+                m.usage = Some(u);
+                m.usage_key = Some(format!("shutdown:{}", m.message_id));
+            }
             emit.push(m);
         }
     }
+}
+
+/// A `session.shutdown` record's token totals (`tokenDetails`: input without cache, cache
+/// read, cache write, output; cumulative across resumes), less what the session's messages
+/// already carried; `None` when it holds none.
+fn shutdown_usage(st: &mut State, data: &Value) -> Option<Usage> {
+    let t = data.get("tokenDetails").filter(|t| t.is_object())?;
+    let count = |k: &str| t.get(k).map_or(0, |d| u64_of(d, "tokenCount"));
+    let total = Usage {
+        input_tokens: count("input"),
+        output_tokens: count("output"),
+        cache_read_tokens: count("cache_read"),
+        cache_creation_tokens: count("cache_write"),
+        reasoning_tokens: 0,
+    };
+    let e = st.emitted;
+    let add = Usage {
+        input_tokens: total.input_tokens.saturating_sub(e.input_tokens),
+        output_tokens: total.output_tokens.saturating_sub(e.output_tokens),
+        cache_read_tokens: total.cache_read_tokens.saturating_sub(e.cache_read_tokens),
+        cache_creation_tokens: total
+            .cache_creation_tokens
+            .saturating_sub(e.cache_creation_tokens),
+        reasoning_tokens: 0,
+    };
+    st.emitted = Usage {
+        input_tokens: e.input_tokens.max(total.input_tokens),
+        output_tokens: e.output_tokens.max(total.output_tokens),
+        cache_read_tokens: e.cache_read_tokens.max(total.cache_read_tokens),
+        cache_creation_tokens: e.cache_creation_tokens.max(total.cache_creation_tokens),
+        reasoning_tokens: 0,
+    };
+    Some(add)
 }
 
 /// Whether a `user.message` is something the human typed (FORMATS-MORE §3).

@@ -177,6 +177,9 @@ fn session_row(
     m.cwd = project.map(str::to_owned);
     m.usage = usage;
     m.usage_key = usage.map(|_| format!("session:{id}"));
+    // Crush adds each call's price to the session's `cost` (its token columns hold only the
+    // last call's counts).
+    m.cost_usd = usage.and(crate::adapter::cost_of(row, "cost"));
     m.flags.sidechain = sub;
     m.agent_id = sub.then(|| id.to_owned());
     m.raw = Some(raw);

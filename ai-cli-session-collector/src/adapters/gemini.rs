@@ -425,7 +425,8 @@ fn message(ctx: &FileContext, st: &mut State, emit: &mut Emit, v: &Value, info: 
     };
     if let Some(t) = v.get("tokens").filter(|t| t.is_object()) {
         main.usage = Some(Usage {
-            input_tokens: u64_of(t, "input"),
+            // Tool-use prompt tokens (`tool`) are prompt tokens too, billed as input.
+            input_tokens: u64_of(t, "input").saturating_add(u64_of(t, "tool")),
             output_tokens: u64_of(t, "output"),
             cache_read_tokens: u64_of(t, "cached"),
             cache_creation_tokens: 0,

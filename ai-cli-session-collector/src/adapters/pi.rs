@@ -679,6 +679,10 @@ fn assistant(
         });
         // One entry is one API response.
         first.usage_key = Some(first.message_id.clone());
+        // Pi prices each response itself: `usage.cost.total`, in dollars.
+        first.cost_usd = u
+            .get("cost")
+            .and_then(|c| crate::adapter::cost_of(c, "total"));
     }
     out
 }

@@ -605,6 +605,11 @@ impl Task<'_> {
             if i == 0 {
                 m.usage = usage;
                 m.usage_key = usage.map(|_| format!("{}:{id}", self.sid));
+                // Cline's price of the request, in dollars.
+                m.cost_usd = usage.and(
+                    el.get("metrics")
+                        .and_then(|x| crate::adapter::cost_of(x, "cost")),
+                );
             }
         }
     }

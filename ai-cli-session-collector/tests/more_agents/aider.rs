@@ -188,6 +188,9 @@ fn author_history() {
         spinner_usage.model.as_deref(),
         Some("claude-3-5-sonnet-20240620")
     );
+    // Aider prices each request itself (`Cost: $0.02 request, $0.02 session.`).
+    assert_eq!(spinner_usage.cost_usd, Some(0.02));
+    assert!(with_usage.iter().all(|m| m.cost_usd.is_some()));
 
     // No per-message timestamps: every message has its session's start.
     for s in &out.sessions {

@@ -397,3 +397,119 @@ fn damaged_transcripts_never_panic() {
         }
     }
 }
+
+/// A Copilot CLI session's `session.shutdown` record holds its token totals (cumulative across
+/// resumes); its messages carry only output tokens. The session's usage is the totals, each
+/// token counted once: a real session whose shutdown said input 25, cache read 68,028, cache
+/// write 30,663 and output 747 was stored with output 747 and nothing else.
+#[test]
+fn copilot_session_totals_come_from_the_shutdown_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let sid = "5b0c3a1e-0000-4000-8000-00000000c0de";
+    let folder = dir.path().join(sid);
+    std::fs::create_dir_all(&folder).unwrap();
+    let rec = |ty: &str, data: serde_json::Value, n: u32| {
+        serde_json::json!({"type": ty, "data": data, "id": format!("e{n}"),
+            "timestamp": format!("2026-10-09T13:5{n}:00.000Z"), "parentId": null})
+        .to_string()
+    };
+    let details = |i: u64, cr: u64, cw: u64, o: u64| {
+        serde_json::json!({"tokenDetails": {
+            "input": {"tokenCount": i}, "cache_read": {"tokenCount": cr},
+            "cache_write": {"tokenCount": cw}, "output": {"tokenCount": o}},
+            "totalPremiumRequests": 1})
+    };
+    let mut lines = vec![
+        rec(
+            "session.start",
+            serde_json::json!({"sessionId": sid, "copilotVersion": "1.0.95-2",
+            "context": {"cwd": "/tmp/p"}}),
+            0,
+        ),
+        rec(
+            "session.model_change",
+            serde_json::json!({"newModel": "claude-sonnet-4.5"}),
+            1,
+        ),
+        rec(
+            "user.message",
+            serde_json::json!({"content": "list the files"}),
+            2,
+        ),
+        rec(
+            "assistant.message",
+            serde_json::json!({"messageId": "a1", "content": "Looking.",
+            "outputTokens": 700}),
+            3,
+        ),
+        rec(
+            "assistant.message",
+            serde_json::json!({"messageId": "a2", "content": "Done.",
+            "outputTokens": 47}),
+            4,
+        ),
+        rec("session.shutdown", details(25, 68_028, 30_663, 747), 5),
+    ];
+    let path = folder.join("events.jsonl");
+    let write = |lines: &[String]| std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    write(&lines);
+    let reg = AdapterRegistry::new();
+    let a = reg.get("copilot").unwrap();
+    let out = parse_file(a, dir.path(), &path).unwrap();
+    let u = ai_cli_session_collector::aggregate_usage(&out.messages);
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.cache_read_tokens,
+            u.cache_creation_tokens,
+            u.output_tokens
+        ),
+        (25, 68_028, 30_663, 747)
+    );
+    let shut = out
+        .messages
+        .iter()
+        .find(|m| {
+            m.usage_key
+                .as_deref()
+                .is_some_and(|k| k.starts_with("shutdown:"))
+        })
+        .expect("the shutdown record carries the totals");
+    assert_eq!(shut.model.as_deref(), Some("claude-sonnet-4.5"));
+    assert_eq!(
+        shut.usage.unwrap().output_tokens,
+        0,
+        "the messages carried the output"
+    );
+
+    // Resumed: a second shutdown's totals include the first run's; read at once and read on
+    // from where the first pass stopped, the session holds the second totals.
+    lines.push(rec(
+        "session.resume",
+        serde_json::json!({"context": {"cwd": "/tmp/p"}}),
+        6,
+    ));
+    lines.push(rec(
+        "assistant.message",
+        serde_json::json!({"messageId": "a3", "content": "Again.",
+        "outputTokens": 53}),
+        7,
+    ));
+    lines.push(rec("session.shutdown", details(40, 90_000, 31_000, 800), 8));
+    write(&lines);
+    let all = parse_file(a, dir.path(), &path).unwrap();
+    let u = ai_cli_session_collector::aggregate_usage(&all.messages);
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.cache_read_tokens,
+            u.cache_creation_tokens,
+            u.output_tokens
+        ),
+        (40, 90_000, 31_000, 800)
+    );
+    let more = a.parse(dir.path(), &path, &out.cursor, 4 << 20).unwrap();
+    assert!(!more.messages.is_empty());
+    let both: Vec<_> = out.messages.iter().chain(&more.messages).cloned().collect();
+    assert_eq!(ai_cli_session_collector::aggregate_usage(&both), u);
+}

@@ -276,6 +276,9 @@ fn pi_real_world_session() {
         (u.input_tokens, u.output_tokens, u.cache_read_tokens),
         (16_570 + 1_297, 29 + 328, 16_569)
     );
+    // Pi prices each response itself (`usage.cost.total`, in dollars).
+    let costs: Vec<f64> = out.messages.iter().filter_map(|m| m.cost_usd).collect();
+    assert_eq!(costs, vec![0.0349884, 0.00836799, 0.0]);
 
     // A straight line: nothing abandoned.
     assert!(out.edits.is_empty());

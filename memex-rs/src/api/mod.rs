@@ -128,6 +128,7 @@ pub fn router(st: ApiState) -> Router {
         .route("/api/health", get(health))
         .route("/api/stats", get(stats))
         .route("/api/search", get(search_handler))
+        .route("/api/usage", get(usage_handler))
         .route("/api/sessions", get(sessions))
         .route("/api/sessions/{id}", get(session))
         .route("/api/sessions/{id}/summary", get(session_summary))
@@ -315,7 +316,9 @@ async fn not_found() -> ApiError {
     ApiError {
         status: StatusCode::NOT_FOUND,
         code: "not_found",
-        message: "no such endpoint; see /api/health, /api/stats, /api/search, /api/sessions".into(),
+        message:
+            "no such endpoint; see /api/health, /api/stats, /api/search, /api/sessions, /api/usage"
+                .into(),
     }
 }
 
@@ -560,6 +563,28 @@ async fn stats(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
         "live_streams": MAX_LIVE_STREAMS - st.live_streams.available_permits(),
         "live_streams_max": MAX_LIVE_STREAMS,
     });
+    Ok(Json(v))
+}
+
+/// `GET /api/usage`: tokens and dollars per day, week, month, session or 5-hour window (the
+/// parameters of [`crate::usage::UsageRequest`]).
+async fn usage_handler(State(st): State<ApiState>, RawQuery(q): RawQuery) -> ApiResult {
+    let p = Params::parse(q, &crate::usage::QUERY_NAMES)?;
+    let bad = |e: search::BadParam| ApiError::bad_parameter(e.to_string());
+    let request = crate::usage::UsageRequest::from_query(|k| p.get(k)).map_err(bad)?;
+    // A price file that cannot be read is the owner's setting: named, as `memex usage` names it.
+    let pricing = crate::usage::Pricing::load(&st.settings).map_err(|e| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        code: "prices",
+        message: e.to_string(),
+    })?;
+    let plan = request.check(pricing.zone).map_err(bad)?;
+    let v = read(&st, move |c| {
+        crate::usage::run(c, &pricing, &plan)
+            .map(|a| a.to_json())
+            .map_err(ApiError::internal)
+    })
+    .await?;
     Ok(Json(v))
 }
 

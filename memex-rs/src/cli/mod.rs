@@ -13,6 +13,7 @@ mod sessions;
 mod status;
 mod sync;
 mod team;
+mod usage;
 
 pub use hooks::{is_hook_invocation, run_hook};
 
@@ -131,6 +132,12 @@ pub enum Command {
     Agents {
         #[arg(long)]
         json: bool,
+    },
+    /// What your agents' model calls cost: per day, week, month, session or 5-hour window,
+    /// by model, agent and project; a status line; the price table.
+    Usage {
+        #[command(subcommand)]
+        command: usage::UsageCommand,
     },
     /// Archive, compaction, token and injection statistics.
     Stats {
@@ -469,6 +476,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Team { command } => team::team(&ctx, command),
         Command::Share(a) => team::share_cmd(&ctx, a),
         Command::Export(a) => export::export(&ctx, a),
+        Command::Usage { command } => usage::usage(&ctx, command),
         Command::Stats { json } => status::stats(&ctx, json),
         Command::Status { json } => status::status(&ctx, json),
         Command::Config { json } => status::show_config(&ctx, json),

@@ -162,6 +162,7 @@ pub(super) fn mcp(ctx: &Ctx) -> Result<()> {
         };
         let service = crate::mcp::MemexMcp::new(pool, vectors)
             .with_team(crate::team::Joined::of(&settings.data_dir()))
+            .with_settings(settings.clone())
             .serve(rmcp::transport::stdio())
             .await
             .context("the MCP client did not initialise")?;

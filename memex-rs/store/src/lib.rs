@@ -22,6 +22,7 @@ pub mod lock;
 pub mod read;
 pub mod scrub;
 pub mod sync;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
@@ -108,6 +109,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0019_team",
         include_str!("../../../migrations/0019_team.sql"),
+    ),
+    (
+        "0020_usage",
+        include_str!("../../../migrations/0020_usage.sql"),
     ),
 ];
 

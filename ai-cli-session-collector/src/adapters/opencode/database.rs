@@ -377,6 +377,7 @@ impl DbRead<'_> {
                 if let Some((_, first)) = msgs.first_mut() {
                     first.usage = data.get("tokens").and_then(usage_of);
                     first.usage_key = first.usage.map(|_| id.clone());
+                    first.cost_usd = first.usage.and(crate::adapter::cost_of(&data, "cost"));
                 }
             }
             "shell" => {

@@ -76,6 +76,8 @@ pub(super) fn message_record(ctx: &MsgCtx<'_>, data: &Value) -> ParsedMessage {
     m.text = data.get("error").map(error_text).unwrap_or_default();
     m.usage = data.get("tokens").and_then(usage_of);
     m.usage_key = m.usage.map(|_| ctx.msg_id.to_owned());
+    // OpenCode's own price of the message, in dollars (summed over its steps).
+    m.cost_usd = m.usage.and(crate::adapter::cost_of(data, "cost"));
     m
 }
 

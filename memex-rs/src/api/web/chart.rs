@@ -99,6 +99,18 @@ pub(super) fn stacked(
     first_day: &str,
     last_day: &str,
 ) -> Chart {
+    stacked_with(title, unit, rows, first_day, last_day, short)
+}
+
+/// [`stacked`], its values shown by `fmt` (cents as dollars, say).
+pub(super) fn stacked_with(
+    title: &str,
+    unit: &str,
+    rows: &[DayCount],
+    first_day: &str,
+    last_day: &str,
+    fmt: fn(f64) -> String,
+) -> Chart {
     let (width, height) = (720.0, 260.0);
     let (left, right, top, bottom) = (56.0, 8.0, 12.0, 36.0);
     let mut totals: BTreeMap<&str, i64> = BTreeMap::new();
@@ -181,8 +193,8 @@ pub(super) fn stacked(
                 color: color(s),
                 title: format!(
                     "{d}: {s} {} {unit} (day total {})",
-                    short(v as f64),
-                    short(total as f64)
+                    fmt(v as f64),
+                    fmt(total as f64)
                 ),
             });
         }
@@ -203,7 +215,7 @@ pub(super) fn stacked(
         y_labels.push(Label {
             x: left - 6.0,
             y: y + 4.0,
-            text: short(v),
+            text: fmt(v),
         });
         v += step;
     }
@@ -212,13 +224,11 @@ pub(super) fn stacked(
         .map(|s| Legend {
             color: color(s),
             name: s.clone(),
-            total: short(
-                cells
-                    .iter()
-                    .filter(|((_, n), _)| n == s)
-                    .map(|(_, v)| *v as f64)
-                    .sum(),
-            ),
+            total: fmt(cells
+                .iter()
+                .filter(|((_, n), _)| n == s)
+                .map(|(_, v)| *v as f64)
+                .sum()),
         })
         .collect();
     let grand: i64 = rows.iter().map(|r| r.value).sum();
@@ -235,7 +245,7 @@ pub(super) fn stacked(
         height,
         summary: format!(
             "{title}: {} {unit} over {} days with activity, from {first_day} to {last_day}",
-            short(grand as f64),
+            fmt(grand as f64),
             distinct.len()
         ),
         empty: rows.is_empty(),

@@ -16,6 +16,7 @@ mod dashboard;
 mod search;
 mod sessions;
 mod share;
+mod usage;
 
 use askama::Template;
 use axum::Router;
@@ -46,6 +47,7 @@ pub(super) fn routes() -> Router<ApiState> {
         .route("/projects", get(projects_page))
         .route("/dashboard", get(dashboard_page))
         .route("/share", get(share::share_page))
+        .route("/usage", get(usage::usage_page))
         .route("/events", get(events))
         .route("/login", get(login_page).post(login))
         .route(

@@ -144,6 +144,8 @@ struct SessionPage {
     /// The session's number, for its live events.
     pk: i64,
     pager: Pager,
+    /// What its model calls cost (none: the agent recorded no usage).
+    cost: Option<super::usage::SessionCostView>,
 }
 
 #[derive(Template)]
@@ -225,16 +227,22 @@ pub(super) async fn session_page(
     if let Err(e) = check_id(&id) {
         return error_page(e);
     }
+    // A price table that cannot be read leaves the cost out; the usage page names the problem.
+    let pricing = crate::usage::Pricing::load(&st.settings).ok();
     let v = read(&st, move |c| {
         let s = find(c, &id)?;
         let numbers = store::talk_numbers(c, s.pk).map_err(ApiError::internal)?;
         let base = format!("/sessions/{}", urlencode(&s.session_id));
         let (range, pager) = window(&numbers, talk, from, &base);
         let v = crate::export::view_of_talks(c, &s, Some(range)).map_err(ApiError::internal)?;
-        Ok((v, pager))
+        let cost = match &pricing {
+            Some(p) => super::usage::session_cost(c, s.pk, p).map_err(ApiError::internal)?,
+            None => None,
+        };
+        Ok((v, pager, cost))
     })
     .await;
-    let (v, pager) = match v {
+    let (v, pager, cost) = match v {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
@@ -270,6 +278,7 @@ pub(super) async fn session_page(
         pk: v.session.pk,
         s,
         pager,
+        cost,
     })
 }
 

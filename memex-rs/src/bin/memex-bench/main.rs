@@ -335,6 +335,7 @@ mod live;
 mod summaries;
 mod sync;
 mod team;
+mod usage;
 mod vec;
 
 /// The async runtime the benchmarks drive the store and LanceDB with: two workers, like the
@@ -673,6 +674,13 @@ fn main() {
             vectors: args.iter().any(|a| a == "--vectors"),
             reuse: args.iter().any(|a| a == "--reuse"),
         }),
+        Some("usage") => usage::run(usage::Options {
+            memex: path("--memex"),
+            data: path("--data"),
+            claude: path("--claude"),
+            ccusage: path("--ccusage"),
+            runs: arg("--runs").map_or(10, |n| n.parse().expect("--runs N")),
+        }),
         Some("live") => live::run(live::Options {
             memex: path("--memex"),
             corpus: path("--corpus"),
@@ -684,7 +692,7 @@ fn main() {
         }),
         _ => {
             eprintln!(
-                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | sync --memex BIN --data DIR --url URL [--lines N] | team --data DIR --url URL [--members N] [--runs N] [--vectors] [--reuse] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N]"
+                "usage: memex-bench generate --out DIR [--messages N] | import --corpus DIR --data DIR [--threads N] | search --corpus DIR --data DIR [--runs N] [--no-lists] [--query Q] | compact --data DIR [--workers N] | talk-cost --data DIR | redact --corpus DIR | embed [--texts N] | vectors --data DIR [--provider local|hashing] [--batch N] | hybrid --data DIR [--runs N] | eval --work DIR [--distractors N] [--reuse] | inject --work DIR [--distractors N] [--memex BIN] [--runs N] [--reuse] | summaries [--facts DIR] [--fixtures DIR] [--work DIR] [--show] | live --memex BIN --corpus DIR --data DIR [--appends N] [--burst N] [--clients N] [--seconds N] | sync --memex BIN --data DIR --url URL [--lines N] | team --data DIR --url URL [--members N] [--runs N] [--vectors] [--reuse] | generate-agents --out DIR [--rows N] | live-db --memex BIN [--rows N] [--inserts N] | usage --memex BIN --data DIR --claude DIR --ccusage INDEX_JS [--runs N]"
             );
             std::process::exit(2);
         }

@@ -26,6 +26,7 @@ pub struct Applied {
 pub fn apply(conn: &mut Connection, b: &Batch) -> rusqlite::Result<Applied> {
     let tx = conn.transaction()?;
     let applied = apply_in(&tx, b)?;
+    crate::usage::catch_up(&tx)?;
     tx.commit()?;
     Ok(applied)
 }
@@ -62,6 +63,7 @@ pub fn apply_all(conn: &mut Connection, batches: &[Batch]) -> Vec<Outcome> {
                 .iter()
                 .map(|b| apply_in(&tx, b))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            crate::usage::catch_up(&tx)?;
             tx.commit()?;
             Ok::<_, rusqlite::Error>(applied)
         })();
@@ -534,9 +536,9 @@ const INSERT_MESSAGE: &str =
     line, seq, parent_id, role, kind, prompt_number, ts, cwd, git_branch, model, text, text_z,
     tool_name, tool_call_id, tool_input, is_error, usage_key, input_tokens, output_tokens,
     cache_read_tokens, cache_creation_tokens, reasoning_tokens, agent_id, sidechain, inherited,
-    duplicate, active, redactions, raw_block, raw_offset, raw_len)
+    duplicate, active, redactions, raw_block, raw_offset, raw_len, cost_usd)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31, ?32, ?33)";
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, 1, ?30, ?31, ?32, ?33, ?34)";
 
 /// Replaces the content of a stored message with a newer copy, when anything changed. Same
 /// parameter numbering as [`INSERT_MESSAGE`] (SQLite counts parameters by the highest index,
@@ -546,12 +548,14 @@ const UPDATE_MESSAGE: &str = "UPDATE messages SET role = ?7, kind = ?8, ts = COA
     is_error = ?19, usage_key = COALESCE(?20, usage_key), input_tokens = COALESCE(?21, input_tokens),
     output_tokens = COALESCE(?22, output_tokens), cache_read_tokens = COALESCE(?23, cache_read_tokens),
     cache_creation_tokens = COALESCE(?24, cache_creation_tokens),
-    reasoning_tokens = COALESCE(?25, reasoning_tokens), active = 1,
+    reasoning_tokens = COALESCE(?25, reasoning_tokens), cost_usd = COALESCE(?34, cost_usd),
+    active = 1,
     raw_block = COALESCE(?31, raw_block), raw_offset = COALESCE(?32, raw_offset),
     raw_len = COALESCE(?33, raw_len), redactions = MAX(redactions, ?30)
   WHERE session_pk = ?1 AND message_id = ?2
     AND (text IS NOT ?14 OR text_z IS NOT ?15 OR kind IS NOT ?8 OR active = 0
          OR output_tokens IS NOT COALESCE(?22, output_tokens) OR tool_input IS NOT ?18
+         OR cost_usd IS NOT COALESCE(?34, cost_usd)
          OR is_error IS NOT ?19)";
 
 /// One prepared message as SQL parameters, for [`INSERT_MESSAGE`] and [`UPDATE_MESSAGE`].
@@ -612,7 +616,7 @@ impl<'a> MessageParams<'a> {
         }
     }
 
-    fn values(&self) -> [&dyn rusqlite::ToSql; 33] {
+    fn values(&self) -> [&dyn rusqlite::ToSql; 34] {
         let (p, m) = (self.p, &self.p.m);
         [
             &self.pk,
@@ -648,6 +652,7 @@ impl<'a> MessageParams<'a> {
             &self.raw[0],
             &self.raw[1],
             &self.raw[2],
+            &m.cost_usd,
         ]
     }
 }

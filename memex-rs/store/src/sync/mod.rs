@@ -158,6 +158,9 @@ pub struct MessageRecord {
     #[serde(default)]
     pub redactions: u32,
     pub raw: Option<Raw>,
+    /// The agent's own figure of what the call cost, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// A record's original bytes: as text when they are UTF-8 (nearly always), else as hex.
@@ -223,7 +226,7 @@ const MESSAGE_SELECT: &str =
             m.tool_name, m.tool_call_id, m.tool_input, m.is_error, m.usage_key,
             m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_creation_tokens,
             m.reasoning_tokens, m.agent_id, m.sidechain, m.inherited, m.duplicate, m.active,
-            m.line, m.seq, m.raw_block, m.raw_offset, m.raw_len, m.redactions
+            m.line, m.seq, m.raw_block, m.raw_offset, m.raw_len, m.redactions, m.cost_usd
      FROM messages m JOIN sessions s ON s.id = m.session_pk
      LEFT JOIN source_files f ON f.id = m.source_file_id";
 
@@ -293,6 +296,7 @@ impl Builder<'_> {
             seq: r.get::<_, i64>(30)?.max(0) as u64,
             redactions: r.get(34)?,
             raw,
+            cost_usd: r.get(35)?,
         };
         self.bytes += m.text.len()
             + match &m.raw {
@@ -953,6 +957,7 @@ fn take_in(
                        THEN excluded.name ELSE name END",
         params![host, seq as i64, now, name],
     )?;
+    crate::usage::catch_up(&tx)?;
     tx.commit()?;
     Ok(outcome)
 }
@@ -1003,6 +1008,7 @@ fn parsed(
             reasoning_tokens: u[4],
         }),
         usage_key: m.usage_key,
+        cost_usd: m.cost_usd,
         agent_id: m.agent_id,
         flags: Flags {
             sidechain: m.sidechain,
@@ -1305,6 +1311,7 @@ mod tests {
             seq: 1,
             redactions: 2,
             raw: Some(Raw::Hex("zz".into())),
+            cost_usd: None,
         };
         let strange = Payload {
             format: PAYLOAD_FORMAT,
