@@ -66,29 +66,32 @@ CREATE TABLE usage_quarters (
 ) WITHOUT ROWID;
 CREATE INDEX usage_quarters_session ON usage_quarters (session_pk);
 
--- The triggers' statements never abort (OR IGNORE; the values are never NULL): a statement
--- that may abort opens a statement journal, which makes FTS5 write its pending terms as a
--- segment of their own, once per message during an import.
+-- The roll-up follows `usage_calls`, which changes at the end of a write (the pass below) or
+-- when a stored message is rewritten or forgotten.
 CREATE TRIGGER usage_quarters_add AFTER INSERT ON usage_calls
 BEGIN
-    INSERT OR IGNORE INTO usage_quarters VALUES (NEW.ts / 900000, NEW.session_pk, NEW.model,
-        0, NEW.ts, NEW.ts, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    UPDATE OR IGNORE usage_quarters SET
+    INSERT INTO usage_quarters VALUES (
+        NEW.ts / 900000, NEW.session_pk, NEW.model, 1, NEW.ts, NEW.ts,
+        NEW.input_tokens, NEW.output_tokens, NEW.cache_read_tokens, NEW.cache_creation_tokens,
+        NEW.reasoning_tokens,
+        MAX(NEW.input_tokens - 200000, 0), MAX(NEW.output_tokens - 200000, 0),
+        MAX(NEW.cache_read_tokens - 200000, 0), MAX(NEW.cache_creation_tokens - 200000, 0),
+        COALESCE(NEW.cost_usd, 0), NEW.cost_usd IS NOT NULL)
+    ON CONFLICT (quarter, session_pk, model) DO UPDATE SET
         calls = calls + 1,
-        first_ts = MIN(first_ts, NEW.ts),
-        last_ts = MAX(last_ts, NEW.ts),
-        input = input + NEW.input_tokens,
-        output = output + NEW.output_tokens,
-        cache_read = cache_read + NEW.cache_read_tokens,
-        cache_write = cache_write + NEW.cache_creation_tokens,
-        reasoning = reasoning + NEW.reasoning_tokens,
-        input_above = input_above + MAX(NEW.input_tokens - 200000, 0),
-        output_above = output_above + MAX(NEW.output_tokens - 200000, 0),
-        cache_read_above = cache_read_above + MAX(NEW.cache_read_tokens - 200000, 0),
-        cache_write_above = cache_write_above + MAX(NEW.cache_creation_tokens - 200000, 0),
-        agent_cost = agent_cost + COALESCE(NEW.cost_usd, 0),
-        agent_costed = agent_costed + (NEW.cost_usd IS NOT NULL)
-    WHERE quarter = NEW.ts / 900000 AND session_pk = NEW.session_pk AND model = NEW.model;
+        first_ts = MIN(first_ts, excluded.first_ts),
+        last_ts = MAX(last_ts, excluded.last_ts),
+        input = input + excluded.input,
+        output = output + excluded.output,
+        cache_read = cache_read + excluded.cache_read,
+        cache_write = cache_write + excluded.cache_write,
+        reasoning = reasoning + excluded.reasoning,
+        input_above = input_above + excluded.input_above,
+        output_above = output_above + excluded.output_above,
+        cache_read_above = cache_read_above + excluded.cache_read_above,
+        cache_write_above = cache_write_above + excluded.cache_write_above,
+        agent_cost = agent_cost + excluded.agent_cost,
+        agent_costed = agent_costed + excluded.agent_costed;
 END;
 
 CREATE TRIGGER usage_quarters_remove AFTER DELETE ON usage_calls
@@ -138,24 +141,28 @@ BEGIN
     DELETE FROM usage_quarters
     WHERE quarter = OLD.ts / 900000 AND session_pk = OLD.session_pk AND model = OLD.model
       AND calls <= 0;
-    INSERT OR IGNORE INTO usage_quarters VALUES (NEW.ts / 900000, NEW.session_pk, NEW.model,
-        0, NEW.ts, NEW.ts, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    UPDATE OR IGNORE usage_quarters SET
+    INSERT INTO usage_quarters VALUES (
+        NEW.ts / 900000, NEW.session_pk, NEW.model, 1, NEW.ts, NEW.ts,
+        NEW.input_tokens, NEW.output_tokens, NEW.cache_read_tokens, NEW.cache_creation_tokens,
+        NEW.reasoning_tokens,
+        MAX(NEW.input_tokens - 200000, 0), MAX(NEW.output_tokens - 200000, 0),
+        MAX(NEW.cache_read_tokens - 200000, 0), MAX(NEW.cache_creation_tokens - 200000, 0),
+        COALESCE(NEW.cost_usd, 0), NEW.cost_usd IS NOT NULL)
+    ON CONFLICT (quarter, session_pk, model) DO UPDATE SET
         calls = calls + 1,
-        first_ts = MIN(first_ts, NEW.ts),
-        last_ts = MAX(last_ts, NEW.ts),
-        input = input + NEW.input_tokens,
-        output = output + NEW.output_tokens,
-        cache_read = cache_read + NEW.cache_read_tokens,
-        cache_write = cache_write + NEW.cache_creation_tokens,
-        reasoning = reasoning + NEW.reasoning_tokens,
-        input_above = input_above + MAX(NEW.input_tokens - 200000, 0),
-        output_above = output_above + MAX(NEW.output_tokens - 200000, 0),
-        cache_read_above = cache_read_above + MAX(NEW.cache_read_tokens - 200000, 0),
-        cache_write_above = cache_write_above + MAX(NEW.cache_creation_tokens - 200000, 0),
-        agent_cost = agent_cost + COALESCE(NEW.cost_usd, 0),
-        agent_costed = agent_costed + (NEW.cost_usd IS NOT NULL)
-    WHERE quarter = NEW.ts / 900000 AND session_pk = NEW.session_pk AND model = NEW.model;
+        first_ts = MIN(first_ts, excluded.first_ts),
+        last_ts = MAX(last_ts, excluded.last_ts),
+        input = input + excluded.input,
+        output = output + excluded.output,
+        cache_read = cache_read + excluded.cache_read,
+        cache_write = cache_write + excluded.cache_write,
+        reasoning = reasoning + excluded.reasoning,
+        input_above = input_above + excluded.input_above,
+        output_above = output_above + excluded.output_above,
+        cache_read_above = cache_read_above + excluded.cache_read_above,
+        cache_write_above = cache_write_above + excluded.cache_write_above,
+        agent_cost = agent_cost + excluded.agent_cost,
+        agent_costed = agent_costed + excluded.agent_costed;
 END;
 
 -- A message's usage, billed: the agent's rule applied (see usage_rules); the session's model

@@ -230,30 +230,26 @@ pub fn catch_up(tx: &Connection) -> rusqlite::Result<()> {
     if top <= mark {
         return Ok(());
     }
+    // One statement: a new call is one insert (the roll-up's insert trigger), a call seen
+    // before takes the largest of each count.
     tx.execute(
-        "INSERT OR IGNORE INTO usage_calls
-         SELECT session_pk, usage_key, MIN(ts), COALESCE(MAX(model), ''), 0, 0, 0, 0, 0, 0, NULL
+        "INSERT INTO usage_calls
+         SELECT session_pk, usage_key, MIN(ts), COALESCE(MAX(model), ''), COUNT(*),
+                MAX(input_tokens), MAX(output_tokens), MAX(cache_read_tokens),
+                MAX(cache_creation_tokens), MAX(reasoning_tokens), MAX(cost_usd)
          FROM usage_billed WHERE id > ?1 AND usage_key <> 'thread-total'
-         GROUP BY session_pk, usage_key",
-        [mark],
-    )?;
-    tx.execute(
-        "UPDATE usage_calls SET
-           records = records + b.n,
-           ts = MIN(usage_calls.ts, b.ts),
-           model = CASE WHEN usage_calls.model = '' THEN b.model ELSE usage_calls.model END,
-           input_tokens = MAX(usage_calls.input_tokens, b.i),
-           output_tokens = MAX(usage_calls.output_tokens, b.o),
-           cache_read_tokens = MAX(usage_calls.cache_read_tokens, b.cr),
-           cache_creation_tokens = MAX(usage_calls.cache_creation_tokens, b.cc),
-           reasoning_tokens = MAX(usage_calls.reasoning_tokens, b.r),
-           cost_usd = MAX(COALESCE(usage_calls.cost_usd, b.c), COALESCE(b.c, usage_calls.cost_usd))
-         FROM (SELECT session_pk, usage_key, COUNT(*) n, MIN(ts) ts, COALESCE(MAX(model), '') model,
-                      MAX(input_tokens) i, MAX(output_tokens) o, MAX(cache_read_tokens) cr,
-                      MAX(cache_creation_tokens) cc, MAX(reasoning_tokens) r, MAX(cost_usd) c
-               FROM usage_billed WHERE id > ?1 AND usage_key <> 'thread-total'
-               GROUP BY session_pk, usage_key) AS b
-         WHERE usage_calls.session_pk = b.session_pk AND usage_calls.usage_key = b.usage_key",
+         GROUP BY session_pk, usage_key
+         ON CONFLICT (session_pk, usage_key) DO UPDATE SET
+           records = records + excluded.records,
+           ts = MIN(ts, excluded.ts),
+           model = CASE WHEN model = '' THEN excluded.model ELSE model END,
+           input_tokens = MAX(input_tokens, excluded.input_tokens),
+           output_tokens = MAX(output_tokens, excluded.output_tokens),
+           cache_read_tokens = MAX(cache_read_tokens, excluded.cache_read_tokens),
+           cache_creation_tokens = MAX(cache_creation_tokens, excluded.cache_creation_tokens),
+           reasoning_tokens = MAX(reasoning_tokens, excluded.reasoning_tokens),
+           cost_usd = MAX(COALESCE(cost_usd, excluded.cost_usd),
+                          COALESCE(excluded.cost_usd, cost_usd))",
         [mark],
     )?;
     // Cumulative counters, record by record in order: each holds what it added.

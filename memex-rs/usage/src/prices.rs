@@ -8,9 +8,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The table shipped in the binary: LiteLLM's price list, only the fields Memex reads, with the
-/// release it came from and the day it was taken.
-const SHIPPED: &str = include_str!("../prices.json");
+/// The table shipped in the binary (`prices.json`: LiteLLM's price list, only the fields Memex
+/// reads, with the release it came from and the day it was taken), compiled by `build.rs` into
+/// a sorted array.
+mod shipped {
+    include!(concat!(env!("OUT_DIR"), "/shipped_prices.rs"));
+}
 
 /// Tokens past which a long-context price applies (per call and per kind of token, as the
 /// providers bill it and as LiteLLM's `_above_200k_tokens` fields say).
@@ -112,7 +115,10 @@ pub struct Origin {
 
 #[derive(Debug, Clone)]
 pub struct PriceTable {
+    /// Models of a refreshed table or the user's file; they win over the shipped ones.
     models: BTreeMap<String, Price>,
+    /// Whether the shipped table is read beneath `models` (not when a refreshed one replaced it).
+    with_shipped: bool,
     /// The tables merged into this one, the first the base.
     pub origins: Vec<Origin>,
 }
@@ -135,6 +141,28 @@ const FIELDS: [&str; 8] = [
     "cache_creation_input_token_cost_above_200k_tokens",
     "cache_read_input_token_cost_above_200k_tokens",
 ];
+
+/// A price from LiteLLM's eight fields in [`FIELDS`] order (NaN: absent), as [`entry`] reads
+/// them.
+fn from_fields(f: &[f64; 8]) -> Price {
+    let at = |i: usize| (!f[i].is_nan()).then_some(f[i]);
+    let (input, output) = (f[0], f[1]);
+    let cache_write = at(2).unwrap_or(input);
+    let cache_read = at(3).unwrap_or(input);
+    let long = (4..8).any(|i| at(i).is_some()).then(|| Tier {
+        input: at(4).unwrap_or(input),
+        output: at(5).unwrap_or(output),
+        cache_write: at(6).unwrap_or(cache_write),
+        cache_read: at(7).unwrap_or(cache_read),
+    });
+    Price {
+        input,
+        output,
+        cache_write,
+        cache_read,
+        long,
+    }
+}
 
 /// Reads one LiteLLM entry; `None` for entries that are not priced per token (image models,
 /// embeddings without output, the format's `sample_spec`).
@@ -162,27 +190,15 @@ fn entry(v: &Value) -> Result<Option<Price>, String> {
     let (Some(input), Some(output)) = (num(FIELDS[0])?, num(FIELDS[1])?) else {
         return Ok(None);
     };
-    let cache_write = num(FIELDS[2])?.unwrap_or(input);
-    let cache_read = num(FIELDS[3])?.unwrap_or(input);
-    let hi = [
-        num(FIELDS[4])?,
-        num(FIELDS[5])?,
-        num(FIELDS[6])?,
-        num(FIELDS[7])?,
-    ];
-    let long = hi.iter().any(Option::is_some).then(|| Tier {
-        input: hi[0].unwrap_or(input),
-        output: hi[1].unwrap_or(output),
-        cache_write: hi[2].unwrap_or(cache_write),
-        cache_read: hi[3].unwrap_or(cache_read),
-    });
-    Ok(Some(Price {
-        input,
-        output,
-        cache_write,
-        cache_read,
-        long,
-    }))
+    let mut f = [f64::NAN; 8];
+    f[0] = input;
+    f[1] = output;
+    for (i, k) in FIELDS.iter().enumerate().skip(2) {
+        if let Some(x) = num(k)? {
+            f[i] = x;
+        }
+    }
+    Ok(Some(from_fields(&f)))
 }
 
 /// A price file's entries: LiteLLM's file as published (a map of models), or Memex's stored
@@ -249,14 +265,13 @@ pub const REFRESHED: &str = "prices.json";
 impl PriceTable {
     /// The table shipped in this binary.
     pub fn shipped() -> PriceTable {
-        let (stored, models) = parse("(shipped)", SHIPPED).expect("the shipped price table parses");
-        let s = stored.expect("the shipped price table names its source");
         PriceTable {
-            models,
+            models: BTreeMap::new(),
+            with_shipped: true,
             origins: vec![Origin {
                 name: "shipped".into(),
-                source: s.source,
-                date: s.date,
+                source: shipped::SHIPPED_SOURCE.into(),
+                date: shipped::SHIPPED_DATE.into(),
             }],
         }
     }
@@ -274,6 +289,7 @@ impl PriceTable {
                 .unwrap_or_else(|| ("(unknown)".into(), String::new()));
             PriceTable {
                 models,
+                with_shipped: false,
                 origins: vec![Origin {
                     name: "refreshed".into(),
                     source,
@@ -302,12 +318,34 @@ impl PriceTable {
         Ok(t)
     }
 
+    /// Models priced.
     pub fn len(&self) -> usize {
-        self.models.len()
+        let shipped = if self.with_shipped {
+            shipped::SHIPPED
+                .iter()
+                .filter(|(n, _)| !self.models.contains_key(*n))
+                .count()
+        } else {
+            0
+        };
+        self.models.len() + shipped
     }
 
     pub fn is_empty(&self) -> bool {
-        self.models.is_empty()
+        self.len() == 0
+    }
+
+    /// One name's price: the user's or refreshed models first, then the shipped ones.
+    fn get(&self, name: &str) -> Option<(&str, Price)> {
+        if let Some((k, p)) = self.models.get_key_value(name) {
+            return Some((k.as_str(), *p));
+        }
+        if !self.with_shipped {
+            return None;
+        }
+        let t = &shipped::SHIPPED;
+        let i = t.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
+        Some((t[i].0, from_fields(&t[i].1)))
     }
 
     /// The price of a model as an agent names it, and the table's name for it. Tries the name
@@ -316,7 +354,7 @@ impl PriceTable {
     /// (`claude-sonnet-4.5`), and a release date (`-20250929`); then the bare name under the
     /// first-party providers' prefixes. No guess by substring: a model not found is unpriced,
     /// never priced as another.
-    pub fn lookup(&self, model: &str) -> Option<(&str, &Price)> {
+    pub fn lookup(&self, model: &str) -> Option<(&str, Price)> {
         fn push(tried: &mut Vec<String>, s: String) {
             if !s.is_empty() && !tried.contains(&s) {
                 tried.push(s);
@@ -356,10 +394,7 @@ impl PriceTable {
                 push(&mut tried, format!("{p}{base}"));
             }
         }
-        tried
-            .iter()
-            .find_map(|k| self.models.get_key_value(k.as_str()))
-            .map(|(k, p)| (k.as_str(), p))
+        tried.iter().find_map(|k| self.get(k))
     }
 
     /// The stored form of a table made from LiteLLM files (the newest first; an older file
@@ -442,6 +477,26 @@ mod tests {
         let (_, s4) = t.lookup("claude-sonnet-4-20250514").unwrap();
         assert_eq!(s4.input, 3e-6);
         assert_eq!(s4.long.unwrap().input, 6e-6);
+    }
+
+    #[test]
+    fn every_shipped_price_is_a_price() {
+        let t = &shipped::SHIPPED;
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "sorted, no repeats");
+        for (name, f) in t.iter() {
+            assert!(!f[0].is_nan() && !f[1].is_nan(), "{name}");
+            assert!(
+                f.iter().all(|x| x.is_nan() || (0.0..1.0).contains(x)),
+                "{name}: {f:?}"
+            );
+        }
+        // The compiled table reads as the JSON it came from.
+        let (_, json) = parse("prices.json", include_str!("../prices.json")).unwrap();
+        assert_eq!(json.len(), t.len());
+        let shipped = PriceTable::shipped();
+        for (name, p) in &json {
+            assert_eq!(shipped.get(name).map(|(_, q)| q), Some(*p), "{name}");
+        }
     }
 
     #[test]
