@@ -1,6 +1,7 @@
--- Usage and costs (issue 46): every model call's tokens, kept current by triggers on `messages`
--- whatever writes them (import, the watcher, sync, forget, scrub), and rolled up per quarter
--- hour, session and model so that a report over years of sessions reads a few thousand rows.
+-- Usage and costs (issue 46): every model call's tokens, and their roll-up per quarter hour,
+-- session and model, so that a report over years of sessions reads a few thousand rows. New
+-- messages enter in one pass at the end of each write (`memex_store::usage::catch_up`: import,
+-- the watcher, sync); triggers follow messages rewritten or forgotten.
 -- Applied once, in one transaction, tracked by PRAGMA user_version. Never edit once shipped.
 
 -- What an agent itself says a call (or, for a cumulative key, the session so far) cost, in US
@@ -19,7 +20,8 @@ INSERT INTO usage_rules VALUES
     ('codex', 1, 0),
     ('gemini', 1, 1),
     ('qwen', 1, 1),
-    ('cline', 1, 0);
+    ('cline', 1, 0),
+    ('roo', 1, 0);
 
 -- One row per model call: per session and usage key the largest of each count (agents repeat a
 -- call's usage on several records). Counts are billed tokens: `input_tokens` without cache
@@ -184,6 +186,27 @@ JOIN sessions s ON s.id = m.session_pk
 LEFT JOIN usage_rules r ON r.agent = s.agent
 WHERE m.usage_key IS NOT NULL AND m.inherited = 0;
 
+-- A cumulative counter's record as a call: what it added past the records before it (the calls
+-- of the session's earlier `thread-total` records sum to the largest count before it). Read by
+-- the pass and by the trigger of a rewritten record.
+CREATE VIEW usage_cumulative AS
+SELECT b.id, b.session_pk, 'thread-total#' || b.id AS usage_key, b.ts,
+       COALESCE(b.model, '') AS model, 1 AS records,
+       MAX(b.input_tokens - COALESCE(SUM(c.input_tokens), 0), 0) AS input_tokens,
+       MAX(b.output_tokens - COALESCE(SUM(c.output_tokens), 0), 0) AS output_tokens,
+       MAX(b.cache_read_tokens - COALESCE(SUM(c.cache_read_tokens), 0), 0) AS cache_read_tokens,
+       MAX(b.cache_creation_tokens - COALESCE(SUM(c.cache_creation_tokens), 0), 0)
+         AS cache_creation_tokens,
+       MAX(b.reasoning_tokens - COALESCE(SUM(c.reasoning_tokens), 0), 0) AS reasoning_tokens,
+       CASE WHEN b.cost_usd IS NULL THEN NULL
+            ELSE MAX(b.cost_usd - COALESCE(SUM(c.cost_usd), 0), 0) END AS cost_usd
+FROM usage_billed b
+LEFT JOIN usage_calls c ON c.session_pk = b.session_pk
+     AND c.usage_key >= 'thread-total#' AND c.usage_key < 'thread-total$'
+     AND CAST(substr(c.usage_key, 14) AS INTEGER) < b.id
+WHERE b.usage_key = 'thread-total'
+GROUP BY b.id;
+
 -- A session that goes takes its calls with it, whatever its messages left.
 CREATE TRIGGER usage_session_gone BEFORE DELETE ON sessions
 BEGIN
@@ -200,36 +223,39 @@ CREATE TABLE usage_progress (
     through INTEGER NOT NULL
 );
 
--- A message that leaves (forget) or no longer carries usage takes its share of its call: the
--- call goes with the last of its records. (Counts are not lowered while others remain: they
--- repeat one call's usage.)
+-- A message that leaves (forget) takes its share of its call: the call goes with the last of
+-- its records (counts are not lowered while others remain: they repeat one call's usage). Any
+-- deleted message moves the mark back to the top: the next insert may take a deleted top id.
 CREATE TRIGGER usage_calls_message_out AFTER DELETE ON messages
-WHEN OLD.usage_key IS NOT NULL AND OLD.inherited = 0
- AND OLD.id <= (SELECT through FROM usage_progress WHERE id = 1)
 BEGIN
     DELETE FROM usage_calls
-    WHERE session_pk = OLD.session_pk AND usage_key = 'thread-total#' || OLD.id;
+    WHERE OLD.usage_key = 'thread-total' AND OLD.inherited = 0
+      AND OLD.id <= (SELECT through FROM usage_progress WHERE id = 1)
+      AND session_pk = OLD.session_pk AND usage_key = 'thread-total#' || OLD.id;
     UPDATE OR IGNORE usage_calls SET records = records - 1
-    WHERE session_pk = OLD.session_pk AND usage_key = OLD.usage_key;
-    -- The next insert may take a deleted top message's id: the mark goes back to the top.
+    WHERE OLD.usage_key IS NOT NULL AND OLD.inherited = 0
+      AND OLD.id <= (SELECT through FROM usage_progress WHERE id = 1)
+      AND session_pk = OLD.session_pk AND usage_key = OLD.usage_key;
+    DELETE FROM usage_calls
+    WHERE OLD.usage_key IS NOT NULL
+      AND session_pk = OLD.session_pk AND usage_key = OLD.usage_key AND records <= 0;
     UPDATE OR IGNORE usage_progress
     SET through = MIN(through, COALESCE((SELECT MAX(id) FROM messages), 0));
-    DELETE FROM usage_calls
-    WHERE session_pk = OLD.session_pk AND usage_key = OLD.usage_key AND records <= 0;
 END;
 
 -- A rewritten message: its old usage leaves as above, its new usage enters as above. (One the
 -- pass has not counted yet is left to it.)
 CREATE TRIGGER usage_calls_message_change AFTER UPDATE OF usage_key, input_tokens,
     output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, model, inherited,
-    cost_usd ON messages
+    cost_usd, ts ON messages
 WHEN (OLD.usage_key IS NOT NULL OR NEW.usage_key IS NOT NULL)
  AND (OLD.usage_key IS NOT NEW.usage_key OR OLD.input_tokens IS NOT NEW.input_tokens
       OR OLD.output_tokens IS NOT NEW.output_tokens
       OR OLD.cache_read_tokens IS NOT NEW.cache_read_tokens
       OR OLD.cache_creation_tokens IS NOT NEW.cache_creation_tokens
       OR OLD.reasoning_tokens IS NOT NEW.reasoning_tokens OR OLD.model IS NOT NEW.model
-      OR OLD.inherited IS NOT NEW.inherited OR OLD.cost_usd IS NOT NEW.cost_usd)
+      OR OLD.inherited IS NOT NEW.inherited OR OLD.cost_usd IS NOT NEW.cost_usd
+      OR OLD.ts IS NOT NEW.ts)
  AND OLD.id <= (SELECT through FROM usage_progress WHERE id = 1)
 BEGIN
     DELETE FROM usage_calls
@@ -255,19 +281,9 @@ BEGIN
     FROM (SELECT * FROM usage_billed WHERE id = NEW.id AND usage_key <> 'thread-total') AS b
     WHERE usage_calls.session_pk = b.session_pk AND usage_calls.usage_key = b.usage_key;
     INSERT OR IGNORE INTO usage_calls
-    SELECT b.session_pk, 'thread-total#' || b.id, b.ts, COALESCE(b.model, ''), 1,
-           MAX(b.input_tokens - COALESCE(SUM(c.input_tokens), 0), 0),
-           MAX(b.output_tokens - COALESCE(SUM(c.output_tokens), 0), 0),
-           MAX(b.cache_read_tokens - COALESCE(SUM(c.cache_read_tokens), 0), 0),
-           MAX(b.cache_creation_tokens - COALESCE(SUM(c.cache_creation_tokens), 0), 0),
-           MAX(b.reasoning_tokens - COALESCE(SUM(c.reasoning_tokens), 0), 0),
-           CASE WHEN b.cost_usd IS NULL THEN NULL
-                ELSE MAX(b.cost_usd - COALESCE(SUM(c.cost_usd), 0), 0) END
-    FROM usage_billed b
-    LEFT JOIN usage_calls c ON c.session_pk = b.session_pk
-         AND c.usage_key >= 'thread-total#' AND c.usage_key < 'thread-total$'
-    WHERE b.id = NEW.id AND b.usage_key = 'thread-total'
-    GROUP BY b.id;
+    SELECT session_pk, usage_key, ts, model, records, input_tokens, output_tokens,
+           cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd
+    FROM usage_cumulative WHERE id = NEW.id;
 END;
 
 -- The calls already in the archive.
@@ -286,7 +302,8 @@ SELECT session_pk, 'thread-total#' || id, ts, COALESCE(model, ''), 1,
        MAX(cache_read_tokens - COALESCE(MAX(cache_read_tokens) OVER w, 0), 0),
        MAX(cache_creation_tokens - COALESCE(MAX(cache_creation_tokens) OVER w, 0), 0),
        MAX(reasoning_tokens - COALESCE(MAX(reasoning_tokens) OVER w, 0), 0),
-       NULL
+       CASE WHEN cost_usd IS NULL THEN NULL
+            ELSE MAX(cost_usd - COALESCE(MAX(cost_usd) OVER w, 0), 0) END
 FROM usage_billed WHERE usage_key = 'thread-total'
 WINDOW w AS (PARTITION BY session_pk ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
 

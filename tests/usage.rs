@@ -532,6 +532,8 @@ fn usage_over_http_and_the_status_line() {
         (long_host.as_str(), "host"),
         ("breakdown=sql", "breakdown"),
         ("sort=cost", "sort"),
+        ("report=daily&limit=5", "limit"),
+        ("report=blocks&breakdown=agent", "breakdown"),
     ] {
         let (status, v) = s.get(&format!("/api/usage?{q}"));
         assert_eq!(status, 400, "{q}: {v}");
@@ -583,6 +585,23 @@ fn usage_over_http_and_the_status_line() {
     assert_eq!(line.lines().count(), 1);
     let v = home.json(&["usage", "statusline", "--json", "--session", &sid]);
     assert!(v["sessionCost"].as_f64().unwrap() > 0.0, "{v}");
+    // A stdin that stays open (a caller that never closes its pipe) does not hold the line up.
+    let mut c = home.command(&["usage", "statusline"]);
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _open = child.stdin.take();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("session $")
+            || String::from_utf8_lossy(&out.stdout).starts_with("today $"),
+        "{out:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
     // Not JSON on stdin: named, nothing printed to stdout.
     let out = run_output(home.command(&["usage", "statusline"]), "{not json");
     assert!(!out.status.success());

@@ -164,20 +164,20 @@ fn non_empty(v: Option<String>) -> Option<String> {
 }
 
 impl MemexMcp {
-    pub fn new(pool: ReadPool, vectors: crate::vector::ForSearch) -> MemexMcp {
+    /// The server over the archive `pool` reads; `settings` are the ones it runs with (the
+    /// data folder, `[usage]` for `usage_report`).
+    pub fn new(
+        pool: ReadPool,
+        vectors: crate::vector::ForSearch,
+        settings: crate::config::Settings,
+    ) -> MemexMcp {
         MemexMcp {
             pool,
             vectors: std::sync::Arc::new(vectors),
             team: None,
-            settings: std::sync::Arc::default(),
+            settings: std::sync::Arc::new(settings),
             tool_router: Self::tool_router(),
         }
-    }
-
-    /// `usage_report` prices with these settings.
-    pub fn with_settings(mut self, settings: crate::config::Settings) -> MemexMcp {
-        self.settings = std::sync::Arc::new(settings);
-        self
     }
 
     /// Searches at scope team and all read this team's archive.

@@ -177,6 +177,15 @@ impl UsageRequest {
                 )
             })?,
         };
+        if self.limit.is_some() && kind != Kind::Sessions {
+            return Err(bad("limit", "applies to the session report only"));
+        }
+        if given(&self.breakdown).is_some() && !matches!(kind, Kind::Periods(_)) {
+            return Err(bad(
+                "breakdown",
+                "applies to the daily, weekly and monthly reports",
+            ));
+        }
         let limit = match self.limit {
             None => 50,
             Some(n) if (1..=MAX_SESSIONS as i64).contains(&n) => n as usize,

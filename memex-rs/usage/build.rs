@@ -4,19 +4,11 @@
 
 use std::fmt::Write as _;
 
-const FIELDS: [&str; 8] = [
-    "input_cost_per_token",
-    "output_cost_per_token",
-    "cache_creation_input_token_cost",
-    "cache_read_input_token_cost",
-    "input_cost_per_token_above_200k_tokens",
-    "output_cost_per_token_above_200k_tokens",
-    "cache_creation_input_token_cost_above_200k_tokens",
-    "cache_read_input_token_cost_above_200k_tokens",
-];
+include!("src/fields.rs");
 
 fn main() {
     println!("cargo:rerun-if-changed=prices.json");
+    println!("cargo:rerun-if-changed=src/fields.rs");
     let text = std::fs::read_to_string("prices.json").expect("prices.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("prices.json is JSON");
     let models = v["models"].as_object().expect("prices.json has models");

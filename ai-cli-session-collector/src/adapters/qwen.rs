@@ -249,7 +249,9 @@ fn handle(
                 out.first_mut(),
             ) {
                 first.usage = Some(Usage {
-                    input_tokens: u64_of(u, "promptTokenCount"),
+                    // Tool-use prompt tokens are prompt tokens too, billed as input.
+                    input_tokens: u64_of(u, "promptTokenCount")
+                        .saturating_add(u64_of(u, "toolUsePromptTokenCount")),
                     output_tokens: u64_of(u, "candidatesTokenCount"),
                     cache_read_tokens: u64_of(u, "cachedContentTokenCount"),
                     cache_creation_tokens: 0,

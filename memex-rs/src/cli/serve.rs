@@ -160,9 +160,8 @@ pub(super) fn mcp(ctx: &Ctx) -> Result<()> {
             let conn = reader(ctx)?;
             crate::vector::for_search(&settings, &conn).await
         };
-        let service = crate::mcp::MemexMcp::new(pool, vectors)
+        let service = crate::mcp::MemexMcp::new(pool, vectors, settings.clone())
             .with_team(crate::team::Joined::of(&settings.data_dir()))
-            .with_settings(settings.clone())
             .serve(rmcp::transport::stdio())
             .await
             .context("the MCP client did not initialise")?;

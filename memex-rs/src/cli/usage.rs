@@ -114,6 +114,10 @@ pub(super) fn usage(ctx: &Ctx, cmd: UsageCommand) -> Result<()> {
     let show_models = args.req.breakdown.as_deref() == Some("model");
     let mut req = args.req;
     req.report = Some(report.into());
+    if report == "session" && show_models {
+        // The session list's own breakdown: its models under each session.
+        req.breakdown = None;
+    }
     let plan = req.check(pricing.zone).map_err(|e| {
         user_error(
             format!(
@@ -211,7 +215,7 @@ pub(super) fn usage(ctx: &Ctx, cmd: UsageCommand) -> Result<()> {
                 writeln!(
                     out,
                     "{:>10}  {:<16}  {:<8} {:>13} tok  {}  {}  {title}",
-                    money(&s.cost),
+                    s.cost.dollars(),
                     s.last_activity
                         .get(..16)
                         .unwrap_or(&s.last_activity)
@@ -230,7 +234,7 @@ pub(super) fn usage(ctx: &Ctx, cmd: UsageCommand) -> Result<()> {
             writeln!(
                 out,
                 "{:>10}  every session of the range together ({} most expensive above)",
-                money(totals),
+                totals.dollars(),
                 sessions.len()
             )?;
         }
@@ -271,7 +275,7 @@ pub(super) fn usage(ctx: &Ctx, cmd: UsageCommand) -> Result<()> {
                     out,
                     "{start}  {:>13} tok  {:>10}  {}{tail}",
                     thousands(b.cost.tokens.total_tokens),
-                    money(&b.cost),
+                    b.cost.dollars(),
                     b.models_used.join(", "),
                 )?;
             }
@@ -305,14 +309,6 @@ fn thousands(n: u64) -> String {
     out
 }
 
-fn money(c: &Cost) -> String {
-    let mut s = format!("${:.2}", c.cost);
-    if c.unpriced_tokens > 0 {
-        s.push('+');
-    }
-    s
-}
-
 fn minutes(m: i64) -> String {
     format!("{}h {:02}m", m / 60, m % 60)
 }
@@ -344,7 +340,7 @@ fn line(out: &mut impl Write, label: &str, c: &Cost) -> std::io::Result<()> {
         thousands(t.cache_creation_tokens),
         thousands(t.cache_read_tokens),
         thousands(t.total_tokens),
-        money(c),
+        c.dollars(),
     )
 }
 
@@ -392,14 +388,25 @@ struct Hook {
     model: Option<String>,
 }
 
+/// How long the status line waits for its stdin to end (Claude Code writes its JSON and closes
+/// it at once); a pipe left open past it is not read.
+const STDIN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Claude Code's status JSON, when stdin is not a terminal and holds one (at most 1 MiB).
 fn read_hook() -> Result<Hook> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
+    if std::io::stdin().is_terminal() {
         return Ok(Hook::default());
     }
-    let mut buf = Vec::new();
-    stdin.lock().take(1 << 20).read_to_end(&mut buf)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let read = std::io::stdin().lock().take(1 << 20).read_to_end(&mut buf);
+        let _ = tx.send(read.map(|_| buf));
+    });
+    let buf = match rx.recv_timeout(STDIN_WAIT) {
+        Ok(read) => read?,
+        Err(_) => return Ok(Hook::default()),
+    };
     if buf.iter().all(u8::is_ascii_whitespace) {
         return Ok(Hook::default());
     }
@@ -517,8 +524,10 @@ fn prices(ctx: &Ctx, command: Option<PricesCommand>, models: &[String], json: bo
                     "give LiteLLM's model_prices_and_context_window.json",
                 )
             })?;
-            let target = to.unwrap_or_else(|| dir.join(memex_usage::prices::REFRESHED));
-            if target.starts_with(&dir) {
+            let refreshed = dir.join(memex_usage::prices::REFRESHED);
+            let target = to.unwrap_or_else(|| refreshed.clone());
+            let in_use = target == refreshed;
+            if in_use {
                 std::fs::create_dir_all(&dir)?;
                 super::write_private(&dir, memex_usage::prices::REFRESHED, &text)?;
             } else {
@@ -533,7 +542,7 @@ fn prices(ctx: &Ctx, command: Option<PricesCommand>, models: &[String], json: bo
                 out,
                 "wrote {} ({models} models, prices of {date}){}",
                 target.display(),
-                if target.starts_with(&dir) {
+                if in_use {
                     "; reports use it from now on (`memex usage prices reset` goes back)"
                 } else {
                     ""

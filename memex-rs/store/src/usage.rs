@@ -113,6 +113,10 @@ pub fn quarters(
         .query_map(params_from_iter(args.iter()), quarter_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let sessions = sessions_of(conn, rows.iter().map(|r| r.session_pk))?;
+    let rows = rows
+        .into_iter()
+        .filter(|r| sessions.contains_key(&r.session_pk))
+        .collect();
     Ok((rows, sessions))
 }
 
@@ -131,6 +135,7 @@ fn sessions_of(
         ", s.is_subagent FROM sessions s WHERE s.id = ?1"
     ))?;
     for pk in want {
+        // A session forgotten between the two reads is left out.
         let s = st.query_row([pk], |r| {
             Ok(UsageSession {
                 agent: r.get(0)?,
@@ -141,8 +146,14 @@ fn sessions_of(
                 host: r.get(5)?,
                 is_subagent: r.get::<_, i64>(6)? != 0,
             })
-        })?;
-        out.insert(pk, s);
+        });
+        match s {
+            Ok(s) => {
+                out.insert(pk, s);
+            }
+            Err(rusqlite::Error::QueryReturnedNoRows) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
 }
@@ -216,10 +227,10 @@ pub fn session_quarters(conn: &Connection, pk: i64) -> rusqlite::Result<Vec<Quar
 }
 
 /// Brings `usage_calls` up to the messages written since the last pass (migration 0020's
-/// `usage_progress`): per call the largest of each count, and for a cumulative counter (Codex's
-/// `thread-total`) what each record added. Run at the end of a write transaction, after every
-/// full-text insert of it, so that FTS5 writes its pending terms once (at this statement's
-/// journal, as it would at the commit).
+/// `usage_progress`): per call the largest of each count (one statement), and for a cumulative
+/// counter (Codex's `thread-total`) what each record added (one statement per record, in
+/// order). Run at the end of a write transaction, after every full-text insert of it, so that
+/// FTS5 writes its pending terms once (at this statement's journal, as it would at the commit).
 pub fn catch_up(tx: &Connection) -> rusqlite::Result<()> {
     let mark: i64 = tx.query_row("SELECT through FROM usage_progress WHERE id = 1", [], |r| {
         r.get(0)
@@ -261,19 +272,9 @@ pub fn catch_up(tx: &Connection) -> rusqlite::Result<()> {
         .collect::<rusqlite::Result<_>>()?;
     let mut one = tx.prepare_cached(
         "INSERT OR IGNORE INTO usage_calls
-         SELECT b.session_pk, 'thread-total#' || b.id, b.ts, COALESCE(b.model, ''), 1,
-                MAX(b.input_tokens - COALESCE(SUM(c.input_tokens), 0), 0),
-                MAX(b.output_tokens - COALESCE(SUM(c.output_tokens), 0), 0),
-                MAX(b.cache_read_tokens - COALESCE(SUM(c.cache_read_tokens), 0), 0),
-                MAX(b.cache_creation_tokens - COALESCE(SUM(c.cache_creation_tokens), 0), 0),
-                MAX(b.reasoning_tokens - COALESCE(SUM(c.reasoning_tokens), 0), 0),
-                CASE WHEN b.cost_usd IS NULL THEN NULL
-                     ELSE MAX(b.cost_usd - COALESCE(SUM(c.cost_usd), 0), 0) END
-         FROM usage_billed b
-         LEFT JOIN usage_calls c ON c.session_pk = b.session_pk
-              AND c.usage_key >= 'thread-total#' AND c.usage_key < 'thread-total$'
-         WHERE b.id = ?1
-         GROUP BY b.id",
+         SELECT session_pk, usage_key, ts, model, records, input_tokens, output_tokens,
+                cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd
+         FROM usage_cumulative WHERE id = ?1",
     )?;
     for id in ids {
         one.execute([id])?;

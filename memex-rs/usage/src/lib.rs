@@ -2,6 +2,7 @@
 //! from a file, overridden by the user), and reports over the archive's usage roll-up by day,
 //! week, month, session and 5-hour billing window.
 
+mod fields;
 pub mod prices;
 pub mod report;
 pub mod zone;

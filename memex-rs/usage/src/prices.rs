@@ -8,6 +8,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::fields::FIELDS;
+
 /// The table shipped in the binary (`prices.json`: LiteLLM's price list, only the fields Memex
 /// reads, with the release it came from and the day it was taken), compiled by `build.rs` into
 /// a sorted array.
@@ -131,17 +133,6 @@ struct Stored {
     models: BTreeMap<String, Value>,
 }
 
-const FIELDS: [&str; 8] = [
-    "input_cost_per_token",
-    "output_cost_per_token",
-    "cache_creation_input_token_cost",
-    "cache_read_input_token_cost",
-    "input_cost_per_token_above_200k_tokens",
-    "output_cost_per_token_above_200k_tokens",
-    "cache_creation_input_token_cost_above_200k_tokens",
-    "cache_read_input_token_cost_above_200k_tokens",
-];
-
 /// A price from LiteLLM's eight fields in [`FIELDS`] order (NaN: absent), as [`entry`] reads
 /// them.
 fn from_fields(f: &[f64; 8]) -> Price {
@@ -202,8 +193,14 @@ fn entry(v: &Value) -> Result<Option<Price>, String> {
 }
 
 /// A price file's entries: LiteLLM's file as published (a map of models), or Memex's stored
-/// form (`source`, `date`, `models`).
-fn parse(path: &str, text: &str) -> Result<(Option<Stored>, BTreeMap<String, Price>), PriceError> {
+/// form (`source`, `date`, `models`). `strict` (a file the user wrote for `[usage] prices`):
+/// every entry must be a model priced per token; LiteLLM's whole list also holds image,
+/// embedding and audio models, which are skipped.
+fn parse(
+    path: &str,
+    text: &str,
+    strict: bool,
+) -> Result<(Option<Stored>, BTreeMap<String, Price>), PriceError> {
     let v: Value = serde_json::from_str(text).map_err(|source| PriceError::Json {
         path: path.to_owned(),
         source,
@@ -233,6 +230,17 @@ fn parse(path: &str, text: &str) -> Result<(Option<Stored>, BTreeMap<String, Pri
         match entry(v) {
             Ok(Some(p)) => {
                 out.insert(model.clone(), p);
+            }
+            Ok(None) if strict => {
+                return Err(PriceError::Model {
+                    path: path.to_owned(),
+                    model: model.clone(),
+                    problem:
+                        "is not a chat model priced per token: it needs `input_cost_per_token` \
+                              and `output_cost_per_token` (numbers), and no `mode` or `mode` \
+                              \"chat\""
+                            .into(),
+                });
             }
             Ok(None) => {}
             Err(problem) => {
@@ -283,7 +291,7 @@ impl PriceTable {
         let refreshed = data_dir.join(REFRESHED);
         let mut t = if refreshed.is_file() {
             let text = read(&refreshed)?;
-            let (stored, models) = parse(&refreshed.display().to_string(), &text)?;
+            let (stored, models) = parse(&refreshed.display().to_string(), &text, false)?;
             let (source, date) = stored
                 .map(|s| (s.source, s.date))
                 .unwrap_or_else(|| ("(unknown)".into(), String::new()));
@@ -301,7 +309,7 @@ impl PriceTable {
         };
         if let Some(p) = user {
             let text = read(p)?;
-            let (stored, models) = parse(&p.display().to_string(), &text)?;
+            let (stored, models) = parse(&p.display().to_string(), &text, true)?;
             let date = stored
                 .as_ref()
                 .map(|s| s.date.clone())
@@ -405,7 +413,7 @@ impl PriceTable {
             let text = read(p)?;
             let name = p.display().to_string();
             // Validates every entry the way a report will read it.
-            parse(&name, &text)?;
+            parse(&name, &text, false)?;
             let v: Value = serde_json::from_str(&text).map_err(|source| PriceError::Json {
                 path: name.clone(),
                 source,
@@ -491,7 +499,7 @@ mod tests {
             );
         }
         // The compiled table reads as the JSON it came from.
-        let (_, json) = parse("prices.json", include_str!("../prices.json")).unwrap();
+        let (_, json) = parse("prices.json", include_str!("../prices.json"), true).unwrap();
         assert_eq!(json.len(), t.len());
         let shipped = PriceTable::shipped();
         for (name, p) in &json {
@@ -585,6 +593,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("below $1"), "{e}");
+        std::fs::write(
+            &f,
+            r#"{"m": {"input_cost_per_token": 1e-6, "output_cost_pre_token": 2e-6}}"#,
+        )
+        .unwrap();
+        let e = PriceTable::load(d.path(), Some(&f))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("model `m`") && e.contains("output_cost_per_token"),
+            "{e}"
+        );
         std::fs::write(&f, "[1]").unwrap();
         let e = PriceTable::load(d.path(), Some(&f))
             .unwrap_err()

@@ -144,6 +144,12 @@ pub struct Cost {
 }
 
 impl Cost {
+    /// `$1.23`, and `$1.23+` when tokens of unpriced models are left out of it.
+    pub fn dollars(&self) -> String {
+        let plus = if self.unpriced_tokens > 0 { "+" } else { "" };
+        format!("${:.2}{plus}", self.cost)
+    }
+
     fn merge(&mut self, o: &Cost) {
         self.tokens.merge(&o.tokens);
         self.cost += o.cost;
@@ -1064,6 +1070,106 @@ mod tests {
         .unwrap();
         assert_eq!(r.rows.len(), 1);
         assert_eq!(r.rows[0].label, "2026-06-02");
+    }
+
+    #[test]
+    fn a_call_after_the_top_message_was_forgotten_is_counted() {
+        let (_d, conn) = archive();
+        call(
+            &conn,
+            1,
+            "a",
+            "k1",
+            T0,
+            "claude-haiku-4-5-20251001",
+            [100, 10, 0, 0],
+        );
+        // The newest message carries no usage; it is forgotten, and the next message takes
+        // its id.
+        conn.execute(
+            "INSERT INTO messages (session_pk, message_id, line, seq, role, kind, prompt_number, ts)
+             VALUES (1, 'prompt', 0, 0, 'user', 'user_prompt', 2, ?1)",
+            [T0 + 1],
+        )
+        .unwrap();
+        memex_store::usage::catch_up(&conn).unwrap();
+        let top: i64 = conn
+            .query_row("SELECT MAX(id) FROM messages", [], |r| r.get(0))
+            .unwrap();
+        conn.execute("DELETE FROM messages WHERE message_id = 'prompt'", [])
+            .unwrap();
+        call(
+            &conn,
+            2,
+            "b",
+            "thread-total",
+            T0 + 2,
+            "gpt-5",
+            [50, 5, 0, 0],
+        );
+        let reused: i64 = conn
+            .query_row("SELECT id FROM messages WHERE message_id = 'b'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(reused, top, "the test needs the id taken again");
+        let r = periods(
+            &conn,
+            &utc(),
+            Period::Daily,
+            Breakdown::Model,
+            &table(),
+            &OwnModels::new(),
+        )
+        .unwrap();
+        assert_eq!(r.totals.tokens.calls, 2);
+        assert_eq!(r.totals.tokens.input_tokens, 150);
+    }
+
+    #[test]
+    fn a_rewritten_cumulative_record_keeps_what_it_added() {
+        let (_d, conn) = archive();
+        for (i, total) in [100, 200, 300].into_iter().enumerate() {
+            call(
+                &conn,
+                2,
+                &format!("t{i}"),
+                "thread-total",
+                T0 + i as i64 * HOUR,
+                "",
+                [total, 0, 0, 0],
+            );
+        }
+        let input = |conn: &Connection| {
+            periods(
+                conn,
+                &utc(),
+                Period::Daily,
+                Breakdown::Model,
+                &table(),
+                &OwnModels::new(),
+            )
+            .unwrap()
+            .totals
+            .tokens
+            .input_tokens
+        };
+        assert_eq!(input(&conn), 300);
+        // The middle record learns its model (a record stored before the adapter named it).
+        conn.execute(
+            "UPDATE messages SET model = 'gpt-5' WHERE message_id = 't1'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(input(&conn), 300);
+        let by_hour: Vec<i64> = conn
+            .prepare("SELECT input_tokens FROM usage_calls ORDER BY ts")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(by_hour, vec![100, 100, 100]);
     }
 
     #[test]

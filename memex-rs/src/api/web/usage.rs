@@ -44,15 +44,6 @@ struct Form {
     by_agent: bool,
 }
 
-/// `$1.23`, and a `+` when tokens of unpriced models are left out of it.
-fn dollars(c: &Cost) -> String {
-    format!(
-        "${:.2}{}",
-        c.cost,
-        if c.unpriced_tokens > 0 { "+" } else { "" }
-    )
-}
-
 fn cents_as_dollars(v: f64) -> String {
     format!("${:.2}", v / 100.0)
 }
@@ -245,7 +236,7 @@ pub(super) fn session_cost(
 ) -> rusqlite::Result<Option<SessionCostView>> {
     Ok(
         report::session(c, pk, &pricing.table)?.map(|(models, total)| SessionCostView {
-            total: dollars(&total),
+            total: total.dollars(),
             agent_said: total.agent_cost.map(|a| format!("${a:.2}")),
             cache_hits: total
                 .tokens
@@ -259,15 +250,9 @@ pub(super) fn session_cost(
                     } else {
                         format!("{} (unpriced)", m.model_name)
                     };
-                    (name, dollars(&m.cost), m.cost.tokens.total_tokens)
+                    (name, m.cost.dollars(), m.cost.tokens.total_tokens)
                 })
                 .collect(),
         }),
     )
-}
-
-impl UsagePage {
-    fn money(&self, c: &Cost) -> String {
-        dollars(c)
-    }
 }
