@@ -65,6 +65,13 @@ fn ccusage_daily(claude_dir: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `memex usage REPORT --json ARGS…` with days in UTC.
+fn report(home: &Home, report: &str, args: &[&str]) -> Value {
+    let mut all = vec!["usage", report, "--json", "--timezone", "UTC"];
+    all.extend_from_slice(args);
+    home.json(&all)
+}
+
 /// Per (day, model): input, output, cache creation, cache read, and the cost.
 type Table = BTreeMap<(String, String), ([u64; 4], f64)>;
 
@@ -184,15 +191,7 @@ fn agree(home: &Home, claude_dir: &Path, prices: &Path) -> (usize, usize) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ours = home.json(&[
-        "usage",
-        "daily",
-        "--json",
-        "--agent",
-        "claude",
-        "--timezone",
-        "UTC",
-    ]);
+    let ours = report(home, "daily", &["--agent", "claude"]);
     let theirs = ccusage_daily(claude_dir);
     let (a, b) = (table(&ours), table(&theirs));
     let design = by_design(&claude_dir.join("projects"));
@@ -248,15 +247,7 @@ fn usage_daily_agrees_with_ccusage_on_the_claude_fixtures() {
     assert!(differing >= 3, "{differing}");
     // A model ccusage's table lacks is unpriced in Memex, never $0: with the shipped table it
     // is priced.
-    let ours = home.json(&[
-        "usage",
-        "daily",
-        "--json",
-        "--agent",
-        "claude",
-        "--timezone",
-        "UTC",
-    ]);
+    let ours = report(&home, "daily", &["--agent", "claude"]);
     let unpriced: Vec<&str> = ours["unpriced"]
         .as_array()
         .unwrap()
@@ -265,15 +256,7 @@ fn usage_daily_agrees_with_ccusage_on_the_claude_fixtures() {
         .collect();
     assert!(unpriced.contains(&"claude-opus-4-7"), "{unpriced:?}");
     assert!(home.memex(&["usage", "prices", "reset"]).status.success());
-    let shipped = home.json(&[
-        "usage",
-        "daily",
-        "--json",
-        "--agent",
-        "claude",
-        "--timezone",
-        "UTC",
-    ]);
+    let shipped = report(&home, "daily", &["--agent", "claude"]);
     assert_eq!(shipped["unpriced"], serde_json::json!([]));
     assert!(
         shipped["totals"]["totalCost"].as_f64().unwrap()
@@ -359,15 +342,7 @@ fn codex_totals_agree_with_the_rollouts_token_count_events() {
         files.push(to);
     }
     assert!(home.memex(&["import"]).status.success());
-    let s = home.json(&[
-        "usage",
-        "session",
-        "--json",
-        "--agent",
-        "codex",
-        "--timezone",
-        "UTC",
-    ]);
+    let s = report(&home, "session", &["--agent", "codex"]);
     let sessions = s["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 3, "{s}");
     let t = &s["totals"];
@@ -385,15 +360,7 @@ fn codex_totals_agree_with_the_rollouts_token_count_events() {
         expect
     );
     // The schema-coverage rollout's events fall on their own days and sum to its total.
-    let daily = home.json(&[
-        "usage",
-        "daily",
-        "--json",
-        "--agent",
-        "codex",
-        "--timezone",
-        "UTC",
-    ]);
+    let daily = report(&home, "daily", &["--agent", "codex"]);
     let sum: u64 = daily["daily"]
         .as_array()
         .unwrap()
@@ -412,15 +379,7 @@ fn every_agent_with_usage_is_reported_by_its_own_rules() {
     let more = fixtures().join("more-agents");
     copy_dir(&more.join("pi/home/.pi"), &home.path().join(".pi"));
     assert!(home.memex(&["import"]).status.success());
-    let all = home.json(&[
-        "usage",
-        "daily",
-        "--json",
-        "--breakdown",
-        "agent",
-        "--timezone",
-        "UTC",
-    ]);
+    let all = report(&home, "daily", &["--breakdown", "agent"]);
     let agents: BTreeMap<String, Value> = all["daily"]
         .as_array()
         .unwrap()

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use crate::config::Settings;
-use crate::search::{BadParam, check_agent, check_host};
+use crate::search::{BadParam, check_agent, check_host, limit_of};
 use crate::store::read::Filter;
 
 /// The most sessions one report lists.
@@ -104,14 +104,7 @@ fn given(v: &Option<String>) -> Option<String> {
 impl UsageRequest {
     /// A report from a query string's values (`get` gives one by its name in [`QUERY_NAMES`]).
     pub fn from_query(get: impl Fn(&str) -> Option<String>) -> Result<UsageRequest, BadParam> {
-        let limit = match get("limit") {
-            None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse::<i64>()
-                    .map_err(|_| bad("limit", format!("must be a whole number, got `{v}`")))?,
-            ),
-        };
+        let limit = limit_of(&get)?;
         Ok(UsageRequest {
             report: get("report"),
             since: get("since"),

@@ -35,7 +35,7 @@ use serde::Serialize;
 pub use self::nearest::{HitText, Nearby, nearby};
 use self::nearest::{Prefilter, VectorSide};
 pub use self::params::{
-    BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent, check_host,
+    BadParam, MAX_QUERY_BYTES, QUERY_NAMES, SearchRequest, check_agent, check_host, limit_of,
 };
 use self::rank::{fts_layer, fuse};
 use crate::layer::{Layer, UnknownName};

@@ -112,18 +112,22 @@ fn given(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
+/// A query string's `limit` as a whole number (its range is the request's `check`'s).
+pub fn limit_of(get: &impl Fn(&str) -> Option<String>) -> Result<Option<i64>, BadParam> {
+    get("limit")
+        .map(|v| {
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| bad("limit", format!("must be a whole number, got `{v}`")))
+        })
+        .transpose()
+}
+
 impl SearchRequest {
     /// A search from a query string's values (`get` gives one by its name in [`QUERY_NAMES`]).
     /// `limit` must be a whole number here; [`check`](Self::check) checks its range.
     pub fn from_query(get: impl Fn(&str) -> Option<String>) -> Result<SearchRequest, BadParam> {
-        let limit = match get("limit") {
-            None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse::<i64>()
-                    .map_err(|_| bad("limit", format!("must be a whole number, got `{v}`")))?,
-            ),
-        };
+        let limit = limit_of(&get)?;
         Ok(SearchRequest {
             query: get("q").unwrap_or_default(),
             limit,

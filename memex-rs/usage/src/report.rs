@@ -920,6 +920,20 @@ mod tests {
         }
     }
 
+    /// The daily report in UTC with the shipped prices.
+    fn daily(conn: &Connection) -> PeriodReport {
+        let own = OwnModels::new();
+        periods(
+            conn,
+            &utc(),
+            Period::Daily,
+            Breakdown::Model,
+            &table(),
+            &own,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_call_repeated_on_several_records_counts_once_at_its_largest() {
         let (_d, conn) = archive();
@@ -935,15 +949,7 @@ mod tests {
                 [3, out, 1000, 200],
             );
         }
-        let r = periods(
-            &conn,
-            &utc(),
-            Period::Daily,
-            Breakdown::Model,
-            &table(),
-            &OwnModels::new(),
-        )
-        .unwrap();
+        let r = daily(&conn);
         assert_eq!(r.rows.len(), 1);
         let t = r.rows[0].cost.tokens;
         assert_eq!(
@@ -965,27 +971,11 @@ mod tests {
         // Forgetting a record of it keeps the call; forgetting all of them takes it away.
         conn.execute("DELETE FROM messages WHERE message_id IN ('l0', 'l1')", [])
             .unwrap();
-        let r = periods(
-            &conn,
-            &utc(),
-            Period::Daily,
-            Breakdown::Model,
-            &table(),
-            &OwnModels::new(),
-        )
-        .unwrap();
+        let r = daily(&conn);
         assert_eq!(r.totals.tokens.calls, 1);
         conn.execute("DELETE FROM messages WHERE message_id = 'l2'", [])
             .unwrap();
-        let r = periods(
-            &conn,
-            &utc(),
-            Period::Daily,
-            Breakdown::Model,
-            &table(),
-            &OwnModels::new(),
-        )
-        .unwrap();
+        let r = daily(&conn);
         assert!(r.rows.is_empty(), "{:?}", r.rows);
         assert_eq!(
             conn.query_row("SELECT COUNT(*) FROM usage_quarters", [], |r| r
@@ -1026,15 +1016,7 @@ mod tests {
             "gpt-5",
             [3000, 30, 2000, 0],
         );
-        let r = periods(
-            &conn,
-            &utc(),
-            Period::Daily,
-            Breakdown::Model,
-            &table(),
-            &OwnModels::new(),
-        )
-        .unwrap();
+        let r = daily(&conn);
         let days: Vec<(String, u64, u64, u64)> = r
             .rows
             .iter()
@@ -1113,15 +1095,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(reused, top, "the test needs the id taken again");
-        let r = periods(
-            &conn,
-            &utc(),
-            Period::Daily,
-            Breakdown::Model,
-            &table(),
-            &OwnModels::new(),
-        )
-        .unwrap();
+        let r = daily(&conn);
         assert_eq!(r.totals.tokens.calls, 2);
         assert_eq!(r.totals.tokens.input_tokens, 150);
     }
@@ -1140,20 +1114,7 @@ mod tests {
                 [total, 0, 0, 0],
             );
         }
-        let input = |conn: &Connection| {
-            periods(
-                conn,
-                &utc(),
-                Period::Daily,
-                Breakdown::Model,
-                &table(),
-                &OwnModels::new(),
-            )
-            .unwrap()
-            .totals
-            .tokens
-            .input_tokens
-        };
+        let input = |conn: &Connection| daily(conn).totals.tokens.input_tokens;
         assert_eq!(input(&conn), 300);
         // The middle record learns its model (a record stored before the adapter named it).
         conn.execute(
