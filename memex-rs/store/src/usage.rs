@@ -130,7 +130,8 @@ fn sessions_of(
     want.dedup();
     let mut out = HashMap::with_capacity(want.len());
     let mut st = conn.prepare_cached(concat!(
-        "SELECT s.agent, s.session_id, COALESCE(s.git_root, s.project_path), s.title, s.model, ",
+        "SELECT s.agent, s.session_id, COALESCE(NULLIF(s.git_root, ''), NULLIF(s.project_path, '')),
+                s.title, s.model, ",
         crate::host_name_sql!(),
         ", s.is_subagent FROM sessions s WHERE s.id = ?1"
     ))?;

@@ -1156,6 +1156,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.unpriced, vec!["in-house-model-7".to_owned()]);
+        conn.execute("UPDATE sessions SET project_path = '' WHERE id = 1", [])
+            .unwrap();
+        let by = by_group(&conn, &utc(), Breakdown::Project, &table()).unwrap();
+        assert_eq!(
+            by.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+            ["(no project)"]
+        );
         assert_eq!(r.totals.unpriced_tokens, 110);
         let m = &r.rows[0].model_breakdowns;
         let unknown = m
