@@ -63,7 +63,13 @@ fn another_user_of_the_machine_reaches_nothing() {
     let s = h.serve(&[]);
     s.wait_watching();
     // Over TCP, without the owner's secret: 401, whatever is asked.
-    for path in ["/api/search?q=timezone", "/api/sessions", "/dashboard"] {
+    for path in [
+        "/api/search?q=timezone",
+        "/api/sessions",
+        "/api/usage?report=session",
+        "/dashboard",
+        "/usage",
+    ] {
         let (code, _) = curl_as_nobody(&[&s.url(path)]);
         assert!(code == "401" || code == "303", "{path}: {code}");
     }

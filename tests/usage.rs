@@ -34,33 +34,34 @@ const start = src.indexOf('{', src.indexOf('PREFETCHED_CLAUDE_PRICING = {'));
 const end = src.indexOf('\n};\n', start);
 fs.writeFileSync(out, JSON.stringify((0, eval)('(' + src.slice(start, end + 2) + ')')));
 "#;
-    let out = Command::new("node")
-        .arg("-e")
-        .arg(script)
-        .arg(ccusage())
-        .arg(to)
-        .output()
-        .unwrap();
+    node(
+        Command::new("node")
+            .arg("-e")
+            .arg(script)
+            .arg(ccusage())
+            .arg(to),
+    );
+}
+
+/// Runs a `node` command; its output, once it succeeded.
+fn node(c: &mut Command) -> std::process::Output {
+    let out = c.output().expect("node runs (.ci/run installs nodejs)");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
 }
 
 /// `ccusage daily --json --offline` over `claude_dir` (holding `projects/`), days in UTC.
 fn ccusage_daily(claude_dir: &Path) -> Value {
-    let out = Command::new("node")
-        .arg(ccusage().join("index.js"))
-        .args(["daily", "--json", "--offline"])
-        .env("CLAUDE_CONFIG_DIR", claude_dir)
-        .env("TZ", "UTC")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = node(
+        Command::new("node")
+            .arg(ccusage().join("index.js"))
+            .args(["daily", "--json", "--offline"])
+            .env("CLAUDE_CONFIG_DIR", claude_dir)
+            .env("TZ", "UTC"),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -191,6 +192,12 @@ fn agree(home: &Home, claude_dir: &Path, prices: &Path) -> (usize, usize) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The table written into the data folder is its owner's alone.
+    let written = home.data_dir().join("prices.json");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&written).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "prices.json is {mode:o}");
     let ours = report(home, "daily", &["--agent", "claude"]);
     let theirs = ccusage_daily(claude_dir);
     let (a, b) = (table(&ours), table(&theirs));
@@ -481,6 +488,7 @@ fn usage_over_http_and_the_status_line() {
     let b = blocks["blocks"].as_array().unwrap();
     assert!(b.iter().any(|b| b["isGap"] == true) && b.iter().any(|b| b["isGap"] == false));
     let long_host = format!("host={}", "h".repeat(65));
+    let long_day = format!("since={}", "9".repeat(5000));
     for (q, name) in [
         ("report=hourly", "report"),
         ("since=13/13/2026", "since"),
@@ -489,6 +497,7 @@ fn usage_over_http_and_the_status_line() {
         ("limit=ten", "limit"),
         ("agent=%3Cscript%3E", "agent"),
         (long_host.as_str(), "host"),
+        (long_day.as_str(), "since"),
         ("breakdown=sql", "breakdown"),
         ("sort=cost", "sort"),
         ("report=daily&limit=5", "limit"),

@@ -255,11 +255,13 @@ pub enum Answer {
 
 /// Runs a checked report.
 pub fn run(conn: &Connection, pricing: &Pricing, plan: &Plan) -> rusqlite::Result<Answer> {
-    let zone = plan.scope.zone().name();
+    let zone = plan.scope.zone();
     let prices = pricing.table.origins.clone();
+    let data = report::Rows::read(conn, &plan.scope)?;
     Ok(match plan.kind {
         Kind::Periods(p) => Answer::Periods(report::periods(
             conn,
+            &data,
             &plan.scope,
             p,
             plan.breakdown,
@@ -268,22 +270,22 @@ pub fn run(conn: &Connection, pricing: &Pricing, plan: &Plan) -> rusqlite::Resul
         )?),
         Kind::Sessions => {
             let (sessions, totals) =
-                report::sessions(conn, &plan.scope, &pricing.table, plan.limit)?;
+                report::sessions(&data, &plan.scope, &pricing.table, plan.limit);
             Answer::Sessions {
                 sessions,
                 totals,
-                zone,
+                zone: zone.name(),
                 prices,
             }
         }
         Kind::Blocks => Answer::Blocks {
             blocks: report::blocks(
-                conn,
-                &plan.scope,
+                &data.rows,
+                &zone,
                 &pricing.table,
                 chrono::Utc::now().timestamp_millis(),
-            )?,
-            zone,
+            ),
+            zone: zone.name(),
             prices,
         },
     })

@@ -376,9 +376,11 @@ impl Rows {
 /// Memex's own model spend is priced as the model configured for each provider now.
 pub type OwnModels = HashMap<String, String>;
 
-/// Tokens and dollars per period.
+/// Tokens and dollars per period of `data` (read for `scope`); Memex's own spend and the
+/// injections beside them are read from `conn`.
 pub fn periods(
     conn: &Connection,
+    data: &Rows,
     scope: &Scope,
     period: Period,
     breakdown: Breakdown,
@@ -386,7 +388,6 @@ pub fn periods(
     own_models: &OwnModels,
 ) -> rusqlite::Result<PeriodReport> {
     let zone = scope.zone();
-    let data = Rows::read(conn, scope)?;
     // Quarter → day: one conversion per quarter, not per row.
     let mut day_of: HashMap<i64, NaiveDate> = HashMap::new();
     let mut by_period: BTreeMap<String, BTreeMap<String, Acc>> = BTreeMap::new();
@@ -484,13 +485,7 @@ fn groups(g: &BTreeMap<String, BTreeMap<String, Acc>>, prices: &PriceTable) -> V
 }
 
 /// Totals per agent or project (or model) over a scope, most expensive first.
-pub fn by_group(
-    conn: &Connection,
-    scope: &Scope,
-    by: Breakdown,
-    prices: &PriceTable,
-) -> rusqlite::Result<Vec<GroupCost>> {
-    let data = Rows::read(conn, scope)?;
+pub fn by_group(data: &Rows, by: Breakdown, prices: &PriceTable) -> Vec<GroupCost> {
     let mut g: BTreeMap<String, BTreeMap<String, Acc>> = BTreeMap::new();
     for r in &data.rows {
         let name = match by {
@@ -504,7 +499,7 @@ pub fn by_group(
             .or_default()
             .add(r);
     }
-    Ok(groups(&g, prices))
+    groups(&g, prices)
 }
 
 /// Memex's own spend per period (its days are UTC days; only without agent, project, session
@@ -618,12 +613,11 @@ pub struct SessionCost {
 
 /// Sessions, most expensive first, and their totals.
 pub fn sessions(
-    conn: &Connection,
+    data: &Rows,
     scope: &Scope,
     prices: &PriceTable,
     limit: usize,
-) -> rusqlite::Result<(Vec<SessionCost>, Cost)> {
-    let data = Rows::read(conn, scope)?;
+) -> (Vec<SessionCost>, Cost) {
     let zone = scope.zone();
     let mut by: HashMap<i64, (BTreeMap<String, Acc>, i64, i64)> = HashMap::new();
     for r in &data.rows {
@@ -663,7 +657,7 @@ pub fn sessions(
             .then(a.session_id.cmp(&b.session_id))
     });
     out.truncate(limit);
-    Ok((out, totals))
+    (out, totals)
 }
 
 /// One session's cost (the session page): `None` when it has no usage.
@@ -727,18 +721,8 @@ pub struct Block {
     pub end_ms: i64,
 }
 
-/// The billing windows of a scope, oldest first, gaps between them marked.
-pub fn blocks(
-    conn: &Connection,
-    scope: &Scope,
-    prices: &PriceTable,
-    now_ms: i64,
-) -> rusqlite::Result<Vec<Block>> {
-    let data = Rows::read(conn, scope)?;
-    Ok(blocks_of(&data.rows, &scope.zone(), prices, now_ms))
-}
-
-fn blocks_of(rows: &[QuarterRow], zone: &Zone, prices: &PriceTable, now_ms: i64) -> Vec<Block> {
+/// The billing windows of these rows, oldest first, gaps between them marked.
+pub fn blocks(rows: &[QuarterRow], zone: &Zone, prices: &PriceTable, now_ms: i64) -> Vec<Block> {
     let mut rows: Vec<&QuarterRow> = rows.iter().collect();
     rows.sort_by_key(|r| (r.first_ts, r.last_ts));
     struct Open {
@@ -855,7 +839,7 @@ pub fn status(
         today_models.entry(r.model.clone()).or_default().add(r);
     }
     let (_, today_cost) = models(&today_models, prices);
-    let blocks = blocks_of(&rows, zone, prices, now_ms);
+    let blocks = blocks(&rows, zone, prices, now_ms);
     let active = blocks.iter().rev().find(|b| b.is_active);
     let session_cost = match session_id.map(|s| store::session_pk(conn, s)).transpose()? {
         Some(Some(pk)) => session(conn, pk, prices)?.map(|(_, c)| c.cost),
@@ -923,8 +907,10 @@ mod tests {
     /// The daily report in UTC with the shipped prices.
     fn daily(conn: &Connection) -> PeriodReport {
         let own = OwnModels::new();
+        let data = Rows::read(conn, &utc()).unwrap();
         periods(
             conn,
+            &data,
             &utc(),
             Period::Daily,
             Breakdown::Model,
@@ -1043,6 +1029,7 @@ mod tests {
         };
         let r = periods(
             &conn,
+            &Rows::read(&conn, &tokyo).unwrap(),
             &tokyo,
             Period::Daily,
             Breakdown::Model,
@@ -1148,6 +1135,7 @@ mod tests {
         );
         let r = periods(
             &conn,
+            &Rows::read(&conn, &utc()).unwrap(),
             &utc(),
             Period::Monthly,
             Breakdown::Model,
@@ -1158,7 +1146,11 @@ mod tests {
         assert_eq!(r.unpriced, vec!["in-house-model-7".to_owned()]);
         conn.execute("UPDATE sessions SET project_path = '' WHERE id = 1", [])
             .unwrap();
-        let by = by_group(&conn, &utc(), Breakdown::Project, &table()).unwrap();
+        let by = by_group(
+            &Rows::read(&conn, &utc()).unwrap(),
+            Breakdown::Project,
+            &table(),
+        );
         assert_eq!(
             by.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
             ["(no project)"]
@@ -1205,6 +1197,7 @@ mod tests {
         .into();
         let r = periods(
             &conn,
+            &Rows::read(&conn, &utc()).unwrap(),
             &utc(),
             Period::Daily,
             Breakdown::Model,
@@ -1251,7 +1244,7 @@ mod tests {
                 [10, 100, 0, 0],
             );
         }
-        let b = blocks_of(
+        let b = blocks(
             &Rows::read(&conn, &utc()).unwrap().rows,
             &Zone::parse("UTC").unwrap(),
             &table(),

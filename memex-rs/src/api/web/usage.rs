@@ -93,8 +93,11 @@ pub(super) async fn usage_page(State(st): State<ApiState>, RawQuery(q): RawQuery
     let v = read(&st, move |c| {
         let t = &pricing.table;
         let scope = &plan.scope;
+        // The roll-up read once; every part of the page is cut from it.
+        let data = report::Rows::read(c, scope).map_err(ApiError::internal)?;
         let days = report::periods(
             c,
+            &data,
             scope,
             Period::Daily,
             Breakdown::Agent,
@@ -102,10 +105,9 @@ pub(super) async fn usage_page(State(st): State<ApiState>, RawQuery(q): RawQuery
             &pricing.own_models,
         )
         .map_err(ApiError::internal)?;
-        let (sessions, _) = report::sessions(c, scope, t, 10).map_err(ApiError::internal)?;
-        let projects =
-            report::by_group(c, scope, Breakdown::Project, t).map_err(ApiError::internal)?;
-        let agents = report::by_group(c, scope, Breakdown::Agent, t).map_err(ApiError::internal)?;
+        let (sessions, _) = report::sessions(&data, scope, t, 10);
+        let projects = report::by_group(&data, Breakdown::Project, t);
+        let agents = report::by_group(&data, Breakdown::Agent, t);
         let zone = scope.zone();
         let first = scope.since.unwrap_or_else(|| zone.today()).to_string();
         let last = scope.until.unwrap_or_else(|| zone.today()).to_string();

@@ -49,24 +49,22 @@ pub(crate) fn run(o: Options<'_>) {
     };
     if o.reuse {
         // New tokens for the members an earlier run made, straight into their table.
-        let token = memex_team::token::Token::generate();
-        rt.block_on(pg.execute(
-            "INSERT INTO memex_team_tokens (member_id, hash, hint)
-             SELECT id, $1, $2 FROM memex_team_members WHERE name = 'member00'",
-            &[&token.hash(), &token.hint()],
-        ))
-        .unwrap();
+        let token_for = |name: &str| {
+            let token = memex_team::token::Token::generate();
+            rt.block_on(pg.execute(
+                "INSERT INTO memex_team_tokens (member_id, hash, hint)
+                 SELECT id, $1, $2 FROM memex_team_members WHERE name = $3",
+                &[&token.hash(), &token.hint(), &name],
+            ))
+            .unwrap();
+            token
+        };
+        let token = token_for("member00");
         let me = rt.block_on(team.authenticate(&token)).unwrap();
         time_searches(&rt, &team, &me, &o);
         // The member's machine as it stands after its first share (sent again: every row
         // replaces itself), then one more summary.
-        let other_token = memex_team::token::Token::generate();
-        rt.block_on(pg.execute(
-            "INSERT INTO memex_team_tokens (member_id, hash, hint)
-             SELECT id, $1, $2 FROM memex_team_members WHERE name = 'member01'",
-            &[&other_token.hash(), &other_token.hint()],
-        ))
-        .unwrap();
+        let other_token = token_for("member01");
         let other = rt.block_on(team.authenticate(&other_token)).unwrap();
         let work = tempfile::tempdir().unwrap();
         std::fs::copy(store::db_path(o.data), store::db_path(work.path())).unwrap();
